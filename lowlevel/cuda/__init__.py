@@ -1,0 +1,29 @@
+"""Layer 2 and the driver objects: the CUDA driver API through ctypes.
+
+Everything here works the same on the real libcuda and on the emulated GPU (lowlevel.emu);
+`driver_info()` says which one runs.
+"""
+from .context import Device, device_count, reset_device, synchronize
+from .driver import get_driver, real_driver_status, use_driver
+from .errors import CudaError
+from .memory import (DeviceAllocation, mem_alloc, mem_alloc_async, mem_get_info, memcpy_dtod,
+                     memcpy_dtod_async, memcpy_dtoh, memcpy_dtoh_async, memcpy_htod, memcpy_htod_async,
+                     memset_d8, memset_d32, pinned_empty)
+from .module import Function, Module
+from .stream import Event, Stream
+
+
+def driver_info() -> dict:
+    """Which driver runs ("cuda" or "emu"), what it is, and its CUDA version."""
+    drv = get_driver()
+    v = drv.version()
+    return {"kind": drv.kind, "description": drv.description, "version": f"{v // 1000}.{v % 1000 // 10}"}
+
+
+__all__ = [
+    "CudaError", "Device", "DeviceAllocation", "Event", "Function", "Module", "Stream",
+    "device_count", "driver_info", "get_driver", "mem_alloc", "mem_alloc_async", "mem_get_info",
+    "memcpy_dtod", "memcpy_dtod_async", "memcpy_dtoh", "memcpy_dtoh_async", "memcpy_htod",
+    "memcpy_htod_async", "memset_d8", "memset_d32", "pinned_empty", "real_driver_status",
+    "reset_device", "synchronize", "use_driver",
+]

@@ -1,0 +1,151 @@
+"""Devices and the primary context.
+
+lowlevel uses each device's primary context (cuDevicePrimaryCtxRetain + cuCtxSetCurrent):
+the one the CUDA runtime and cuBLAS use, and stable across CUDA 12 and 13. It is retained
+on first use, made current on every thread that calls in, and released at interpreter exit
+after the device has finished its work, so nothing is freed into a context that is gone.
+"""
+import atexit
+import ctypes
+import threading
+
+from .constants import DEVICE_ATTRIBUTE
+from .driver import Driver, get_driver
+
+
+class _PrimaryContext:
+    """The retained primary context of one device under one driver."""
+
+    def __init__(self, drv: Driver, ordinal: int):
+        self.drv = drv
+        self.ordinal = ordinal
+        handle = ctypes.c_void_p()
+        drv.cuDevicePrimaryCtxRetain(ctypes.byref(handle), ordinal)
+        self.handle = handle.value
+        self.generation = 0          # bumped by reset_device(): older objects must not free
+        self.current_on = threading.local()
+
+
+_contexts: dict[tuple[int, int], _PrimaryContext] = {}     # (id(driver), device) -> context
+_current_device = threading.local()
+_lock = threading.Lock()
+shutting_down = False
+
+
+def current_device_ordinal() -> int:
+    return getattr(_current_device, "ordinal", 0)
+
+
+def _primary(drv: Driver, ordinal: int) -> _PrimaryContext:
+    key = (id(drv), ordinal)
+    ctx = _contexts.get(key)
+    if ctx is None:
+        with _lock:
+            ctx = _contexts.get(key)
+            if ctx is None:
+                ctx = _contexts[key] = _PrimaryContext(drv, ordinal)
+    return ctx
+
+
+def ensure_context() -> tuple[Driver, _PrimaryContext]:
+    """The driver in use, with the current device's primary context current on this thread."""
+    drv = get_driver()
+    ctx = _primary(drv, current_device_ordinal())
+    if not getattr(ctx.current_on, "set", False):
+        drv.cuCtxSetCurrent(ctx.handle)
+        ctx.current_on.set = True
+    return drv, ctx
+
+
+def device_count() -> int:
+    count = ctypes.c_int()
+    get_driver().cuDeviceGetCount(ctypes.byref(count))
+    return count.value
+
+
+def synchronize() -> None:
+    """Wait for all work on the current device (cuCtxSynchronize)."""
+    drv, _ = ensure_context()
+    drv.cuCtxSynchronize()
+
+
+def reset_device() -> None:
+    """Destroy and recreate the current device's primary context (cuDevicePrimaryCtxReset).
+
+    This is the way out of a sticky error (an illegal address, a trap): after it, every
+    allocation, module, stream and event made before is invalid and must be made again.
+    """
+    drv, ctx = ensure_context()
+    drv.cuDevicePrimaryCtxReset(ctx.ordinal)
+    ctx.generation += 1
+    ctx.current_on = threading.local()     # every thread must make the new context current
+    handle = ctypes.c_void_p()
+    drv.cuDevicePrimaryCtxRetain(ctypes.byref(handle), ctx.ordinal)
+    drv.cuDevicePrimaryCtxRelease(ctx.ordinal)   # keep exactly one reference, as before
+    ctx.handle = handle.value
+
+
+class Device:
+    """A GPU (real or emulated) by ordinal."""
+
+    def __init__(self, ordinal: int = 0):
+        drv = get_driver()
+        handle = ctypes.c_int()
+        drv.cuDeviceGet(ctypes.byref(handle), ordinal)
+        self.ordinal = ordinal
+        self.handle = handle.value
+        self.driver = drv
+
+    def __repr__(self):
+        major, minor = self.compute_capability
+        return f"<Device {self.ordinal}: {self.name}, sm_{major}{minor}, {self.driver.kind} driver>"
+
+    def set_current(self) -> None:
+        """Make this device the one the calling thread's work goes to."""
+        _current_device.ordinal = self.ordinal
+
+    @property
+    def name(self) -> str:
+        buf = ctypes.create_string_buffer(256)
+        self.driver.cuDeviceGetName(buf, len(buf), self.handle)
+        return buf.value.decode()
+
+    @property
+    def total_memory(self) -> int:
+        size = ctypes.c_size_t()
+        self.driver.cuDeviceTotalMem(ctypes.byref(size), self.handle)
+        return size.value
+
+    def attribute(self, name: str) -> int:
+        """A CUdevice_attribute by name: "MULTIPROCESSOR_COUNT" or "CU_DEVICE_ATTRIBUTE_..."."""
+        full = name if name.startswith("CU_DEVICE_ATTRIBUTE_") else "CU_DEVICE_ATTRIBUTE_" + name.upper()
+        if full not in DEVICE_ATTRIBUTE:
+            raise ValueError(f"unknown device attribute {name!r}")
+        value = ctypes.c_int()
+        self.driver.cuDeviceGetAttribute(ctypes.byref(value), DEVICE_ATTRIBUTE[full], self.handle)
+        return value.value
+
+    @property
+    def compute_capability(self) -> tuple[int, int]:
+        return self.attribute("COMPUTE_CAPABILITY_MAJOR"), self.attribute("COMPUTE_CAPABILITY_MINOR")
+
+    @property
+    def multiprocessor_count(self) -> int:
+        return self.attribute("MULTIPROCESSOR_COUNT")
+
+
+def _release_all() -> None:
+    """At exit: let each device finish its work, then release the primary contexts."""
+    global shutting_down
+    shutting_down = True
+    for ctx in list(_contexts.values()):
+        try:
+            ctx.drv.cuCtxSetCurrent.unchecked(ctx.handle)
+            ctx.drv.cuCtxSynchronize.unchecked()
+            ctx.drv.cuDevicePrimaryCtxRelease.unchecked(ctx.ordinal)
+        except Exception:
+            pass
+    _contexts.clear()
+
+
+atexit.register(_release_all)

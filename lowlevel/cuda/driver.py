@@ -1,0 +1,192 @@
+"""Which driver runs: the real libcuda, or the emulated GPU behind the same C table.
+
+`LOWLEVEL_DRIVER=cuda|emu` chooses; by default the real driver is used when libcuda.so.1
+loads and reports at least one device, else the emulated GPU. `LOWLEVEL_LIBCUDA=/path`
+overrides where libcuda is loaded from. `LOWLEVEL_LOG_API=1` prints every driver call with
+its arguments, result and duration to stderr: the boundary made visible.
+
+Every call is checked: a CUresult other than CUDA_SUCCESS raises CudaError. Calls whose
+non-success results are answers (cuStreamQuery's CUDA_ERROR_NOT_READY) use `.unchecked`.
+"""
+import ctypes
+import os
+import sys
+import threading
+import time
+
+from . import bindings
+from .constants import CURESULT, CURESULT_NAME
+from .errors import CudaError
+
+DEFAULT_LIBCUDA = "libcuda.so.1"
+
+
+class DriverFunction:
+    """One bound C function: call it to have its CUresult checked."""
+
+    __slots__ = ("driver", "name", "symbol", "cfunc")
+
+    def __init__(self, driver, name, symbol, cfunc):
+        self.driver, self.name, self.symbol, self.cfunc = driver, name, symbol, cfunc
+
+    def __call__(self, *args):
+        code = self.unchecked(*args)
+        if code != 0:
+            raise self.driver.error(code, self.symbol)
+
+    def unchecked(self, *args) -> int:
+        if not self.driver.log_api:
+            return self.cfunc(*args)
+        start = time.perf_counter()
+        code = self.cfunc(*args)
+        elapsed_us = (time.perf_counter() - start) * 1e6
+        shown = ", ".join(_show(a) for a in args)
+        print(f"[lowlevel {self.driver.kind}] {self.symbol}({shown}) -> "
+              f"{CURESULT_NAME.get(code, code)} ({elapsed_us:.1f} us)", file=sys.stderr, flush=True)
+        return code
+
+
+def _show(arg) -> str:
+    """An argument as the log shows it; byref out-parameters with the value they now hold."""
+    obj = getattr(arg, "_obj", None)                # what byref(x) points at
+    if obj is not None:
+        value = getattr(obj, "value", None)
+        if isinstance(value, int) and not isinstance(obj, ctypes.c_int):
+            return f"&{value:#x}"
+        return f"&{value!r}" if value is not None else f"&{type(obj).__name__}"
+    if isinstance(arg, ctypes.Array):
+        return f"<{type(arg).__name__}>"
+    if isinstance(arg, bytes):
+        return repr(arg[:40])
+    if isinstance(arg, int) and arg > 0xFFFF:
+        return hex(arg)
+    return repr(arg)
+
+
+class Driver:
+    """The C function table bound to one implementation.
+
+    .kind is "cuda" (the real libcuda) or "emu" (the emulated GPU); .description says which
+    library it is, and why it was chosen.
+    """
+
+    def __init__(self, kind: str, functions: dict, description: str, keepalive=None):
+        self.kind = kind
+        self.description = description
+        self.log_api = os.environ.get("LOWLEVEL_LOG_API", "") not in ("", "0")
+        self._keepalive = keepalive         # the emulator's callbacks must outlive every call
+        for name, cfunc in functions.items():
+            setattr(self, name, DriverFunction(self, name, bindings.PROTOTYPES[name][0], cfunc))
+
+    def __getattr__(self, name):
+        # Only reached for names not bound above.
+        if name in bindings.PROTOTYPES:
+            raise RuntimeError(f"{bindings.PROTOTYPES[name][0]} is not exported by this driver "
+                               f"({self.description}); it is too old for this call")
+        raise AttributeError(name)
+
+    def error(self, code: int, symbol: str, log: str = "") -> CudaError:
+        """The CudaError for `code`, with the driver's own description of it."""
+        text = ctypes.c_char_p()
+        description = ""
+        if self.cuGetErrorString.cfunc(code, ctypes.byref(text)) == 0 and text.value:
+            description = text.value.decode(errors="replace")
+        details = ""
+        if self.kind == "emu":
+            from ..emu import driver as emu_driver
+            details = emu_driver.error_details(code)
+        return CudaError(code, symbol, description, log, details)
+
+    def version(self) -> int:
+        """cuDriverGetVersion: 1000 * major + 10 * minor, e.g. 13000 for 13.0."""
+        v = ctypes.c_int()
+        self.cuDriverGetVersion(ctypes.byref(v))
+        return v.value
+
+
+def _load_real(path: str) -> tuple[Driver | None, str]:
+    """The real driver if it loads, initialises and has a device, else (None, why not)."""
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        return None, f"{path} not loadable ({e})"
+    drv = Driver("cuda", bindings.bind_library(lib), f"real driver ({path})")
+    code = drv.cuInit.unchecked(0)
+    if code != 0:
+        return None, f"{path} loaded but cuInit failed with {CURESULT_NAME.get(code, code)}"
+    count = ctypes.c_int()
+    drv.cuDeviceGetCount(ctypes.byref(count))
+    if count.value == 0:
+        return None, f"{path} loaded but reports no device"
+    return drv, ""
+
+
+def _load_emulator(reason: str) -> Driver:
+    from ..emu import driver as emu_driver
+    functions = bindings.bind_python(emu_driver.functions())
+    description = "emulated GPU (lowlevel.emu)" + (f"; {reason}" if reason else "")
+    return Driver("emu", functions, description, keepalive=functions)
+
+
+_lock = threading.Lock()
+_loaded: dict[str, Driver] = {}          # kind -> driver, each loaded at most once
+_current: Driver | None = None
+
+
+def _load(kind: str) -> Driver:
+    """Load the driver of `kind` ("cuda", "emu" or "" for the default choice), cuInit done."""
+    path = os.environ.get("LOWLEVEL_LIBCUDA", DEFAULT_LIBCUDA)
+    if kind == "emu":
+        drv = _loaded.get("emu") or _load_emulator("chosen by LOWLEVEL_DRIVER=emu")
+    elif kind == "cuda":
+        drv = _loaded.get("cuda")
+        if drv is None:
+            drv, why_not = _load_real(path)
+            if drv is None:
+                raise RuntimeError(f"the real CUDA driver is unusable: {why_not}")
+    else:
+        drv = _loaded.get("cuda")
+        if drv is None:
+            drv, why_not = _load_real(path)
+            if drv is None:
+                drv = _loaded.get("emu") or _load_emulator(f"no real GPU: {why_not}")
+    drv.cuInit(0)
+    _loaded[drv.kind] = drv
+    return drv
+
+
+def get_driver() -> Driver:
+    """The driver in use, chosen on first use from LOWLEVEL_DRIVER (see the module doc)."""
+    global _current
+    if _current is None:
+        with _lock:
+            if _current is None:
+                choice = os.environ.get("LOWLEVEL_DRIVER", "").strip().lower()
+                if choice not in ("", "cuda", "emu"):
+                    raise ValueError(f"LOWLEVEL_DRIVER={choice!r}: expected 'cuda' or 'emu'")
+                _current = _load(choice)
+    return _current
+
+
+def use_driver(kind: str) -> Driver:
+    """Switch this process to the driver of `kind` ("cuda" or "emu"); tests use it to run
+    the same code on every driver present. Objects keep the driver they were made with."""
+    global _current
+    if kind not in ("cuda", "emu"):
+        raise ValueError(f"driver kind {kind!r}: expected 'cuda' or 'emu'")
+    with _lock:
+        _current = _load(kind)
+    return _current
+
+
+def loaded_drivers() -> list[Driver]:
+    return list(_loaded.values())
+
+
+def real_driver_status() -> str:
+    """'' when a real driver with a device is usable here, else the reason it is not."""
+    return _load_real(os.environ.get("LOWLEVEL_LIBCUDA", DEFAULT_LIBCUDA))[1]
+
+
+SUCCESS = CURESULT["CUDA_SUCCESS"]
+NOT_READY = CURESULT["CUDA_ERROR_NOT_READY"]

@@ -1,0 +1,210 @@
+"""Modules (loaded PTX, cubins, fatbins) and their kernels (Function, launch).
+
+`Module.from_ptx` hands PTX to the driver's JIT with info and error log buffers: the error
+log travels in the CudaError of a failed load, the info log is `module.info_log` after a
+good one. `Function.launch` checks and packs the arguments, then calls cuLaunchKernel: it
+returns as soon as the launch is queued, not when the kernel is done.
+"""
+import ctypes
+import pathlib
+
+from .constants import FUNCTION_ATTRIBUTE, JIT_OPTION
+from .context import ensure_context
+from .errors import CudaError
+from .kernel_args import PackedArgs, pack_value
+from .ptx_signature import kernel_params
+
+LOG_SIZE = 64 * 1024
+FATBIN_MAGIC = b"\x50\xed\x55\xba"
+ELF_MAGIC = b"\x7fELF"
+
+
+def _dims(value, what: str) -> tuple[int, int, int]:
+    """An int or a 1-3 tuple of ints as (x, y, z)."""
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) for d in dims):
+        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    if any(d < 1 for d in dims):
+        raise ValueError(f"{what} must be >= 1 in every dimension, got {value!r}")
+    return (*dims, 1, 1)[:3]
+
+
+def _jit_option_number(name: str) -> int:
+    full = name if name.startswith("CU_JIT_") else "CU_JIT_" + name.upper()
+    if full not in JIT_OPTION:
+        raise ValueError(f"unknown JIT option {name!r}")
+    return JIT_OPTION[full]
+
+
+class Module:
+    """A loaded module. Make one with from_ptx, from_cubin, from_fatbin or load."""
+
+    def __init__(self, handle: int, kind: str, param_types: dict | None = None,
+                 info_log: str = "", drv=None, ctx=None):
+        self.handle = handle
+        self.kind = kind                         # "ptx", "cubin" or "fatbin": what was loaded
+        self.info_log = info_log
+        self._param_types = param_types or {}
+        self._drv, self._ctx = drv, ctx
+        self._generation = ctx.generation
+        self._functions: dict[str, Function] = {}
+
+    @classmethod
+    def from_ptx(cls, ptx: str | bytes, options: dict | None = None) -> "Module":
+        """JIT-compile PTX text. `options`: JIT options by name, e.g. {"MAX_REGISTERS": 32}."""
+        text = ptx.decode() if isinstance(ptx, bytes) else ptx
+        return cls._load(text.encode() + b"\0", "ptx", options, kernel_params(text))
+
+    @classmethod
+    def from_cubin(cls, data: bytes, options: dict | None = None) -> "Module":
+        """Load SASS for this exact GPU (an ELF cubin)."""
+        return cls._load(bytes(data), "cubin", options, {})
+
+    @classmethod
+    def from_fatbin(cls, data: bytes, options: dict | None = None) -> "Module":
+        """Load a fatbin: the driver picks the SASS for this GPU, or JITs the PTX inside."""
+        return cls._load(bytes(data), "fatbin", options, {})
+
+    @classmethod
+    def load(cls, path, options: dict | None = None) -> "Module":
+        """Load a file by what it contains (PTX text, cubin ELF or fatbin), not its name."""
+        data = pathlib.Path(path).read_bytes()
+        if data[:4] == ELF_MAGIC:
+            return cls.from_cubin(data, options)
+        if data[:4] == FATBIN_MAGIC:
+            return cls.from_fatbin(data, options)
+        return cls.from_ptx(data.decode(), options)
+
+    @classmethod
+    def _load(cls, image: bytes, kind: str, options: dict | None, param_types: dict) -> "Module":
+        drv, ctx = ensure_context()
+        info = ctypes.create_string_buffer(LOG_SIZE)
+        error = ctypes.create_string_buffer(LOG_SIZE)
+        pairs = [
+            (JIT_OPTION["CU_JIT_INFO_LOG_BUFFER"], ctypes.addressof(info)),
+            (JIT_OPTION["CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES"], LOG_SIZE),
+            (JIT_OPTION["CU_JIT_ERROR_LOG_BUFFER"], ctypes.addressof(error)),
+            (JIT_OPTION["CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES"], LOG_SIZE),
+            (JIT_OPTION["CU_JIT_LOG_VERBOSE"], 1),
+        ]
+        for name, value in (options or {}).items():
+            pairs.append((_jit_option_number(name), int(value)))
+        keys = (ctypes.c_int * len(pairs))(*[k for k, _ in pairs])
+        values = (ctypes.c_void_p * len(pairs))(*[v for _, v in pairs])
+        handle = ctypes.c_void_p()
+        image_buf = ctypes.create_string_buffer(image, len(image))
+        code = drv.cuModuleLoadDataEx.unchecked(ctypes.byref(handle), image_buf, len(pairs), keys, values)
+        if code != 0:
+            raise drv.error(code, "cuModuleLoadDataEx", log=error.value.decode(errors="replace"))
+        return cls(handle.value, kind, param_types, info.value.decode(errors="replace"), drv, ctx)
+
+    def get_function(self, name: str) -> "Function":
+        """The kernel `name` (CUDA_ERROR_NOT_FOUND if the module has none)."""
+        f = self._functions.get(name)
+        if f is None:
+            h = ctypes.c_void_p()
+            self._drv.cuModuleGetFunction(ctypes.byref(h), self.handle, name.encode())
+            f = self._functions[name] = Function(self, name, h.value, self._param_types.get(name))
+        return f
+
+    def get_global(self, name: str) -> tuple[int, int]:
+        """(device address, size in bytes) of a module-scope variable."""
+        ptr, size = ctypes.c_uint64(), ctypes.c_size_t()
+        self._drv.cuModuleGetGlobal(ctypes.byref(ptr), ctypes.byref(size), self.handle, name.encode())
+        return ptr.value, size.value
+
+    def unload(self) -> None:
+        if self.handle is not None:
+            handle, self.handle = self.handle, None
+            from . import context
+            if not context.shutting_down and self._generation == self._ctx.generation:
+                self._drv.cuModuleUnload(handle)
+
+    def __del__(self):
+        try:
+            self.unload()
+        except Exception:
+            pass
+
+
+class Function:
+    """A kernel in a loaded module."""
+
+    def __init__(self, module: Module, name: str, handle: int, param_types: list[tuple[str, str]] | None):
+        self.module = module            # keeps the module loaded while the kernel is in use
+        self.name = name
+        self.handle = handle
+        self._drv = module._drv
+        self._param_types = param_types
+        self._params = None
+
+    def __repr__(self):
+        return f"<Function {self.name}: {len(self.params)} parameters>"
+
+    def attribute(self, name: str) -> int:
+        """A CUfunction_attribute by name: "NUM_REGS" or "CU_FUNC_ATTRIBUTE_NUM_REGS"."""
+        full = name if name.startswith("CU_FUNC_ATTRIBUTE_") else "CU_FUNC_ATTRIBUTE_" + name.upper()
+        if full not in FUNCTION_ATTRIBUTE:
+            raise ValueError(f"unknown function attribute {name!r}")
+        value = ctypes.c_int()
+        self._drv.cuFuncGetAttribute(ctypes.byref(value), FUNCTION_ATTRIBUTE[full], self.handle)
+        return value.value
+
+    @property
+    def num_regs(self) -> int:
+        return self.attribute("NUM_REGS")
+
+    @property
+    def shared_size_bytes(self) -> int:
+        return self.attribute("SHARED_SIZE_BYTES")
+
+    @property
+    def local_size_bytes(self) -> int:
+        return self.attribute("LOCAL_SIZE_BYTES")
+
+    @property
+    def max_threads_per_block(self) -> int:
+        return self.attribute("MAX_THREADS_PER_BLOCK")
+
+    @property
+    def params(self) -> list[tuple[int, int]]:
+        """(offset, size) of each parameter, as the driver reports them (cuFuncGetParamInfo)."""
+        if self._params is None:
+            params = []
+            offset, size = ctypes.c_size_t(), ctypes.c_size_t()
+            while True:
+                code = self._drv.cuFuncGetParamInfo.unchecked(self.handle, len(params),
+                                                              ctypes.byref(offset), ctypes.byref(size))
+                if code != 0:
+                    break       # CUDA_ERROR_INVALID_VALUE: past the last parameter
+                params.append((offset.value, size.value))
+            self._params = params
+        return self._params
+
+    def pack(self, args) -> PackedArgs:
+        """Check and pack `args`; a TypeError or ValueError names the kernel and parameter."""
+        params = self.params
+        args = tuple(args)
+        if len(args) != len(params):
+            raise TypeError(f"{self.name} takes {len(params)} arguments, got {len(args)}")
+        declared = self._param_types if self._param_types and len(self._param_types) == len(params) else None
+        chunks = []
+        for i, (value, (_, size)) in enumerate(zip(args, params)):
+            pname, ptype = declared[i] if declared else (f"param {i}", None)
+            chunks.append(pack_value(self.name, i, pname, ptype, size, value))
+        return PackedArgs(chunks)
+
+    def launch(self, grid, block, args=(), shared_mem: int = 0, stream=None) -> None:
+        """Queue the kernel on `stream` (default: the legacy default stream). Returns once
+        the launch is queued; errors in the kernel itself surface at a later synchronising
+        call, as on a GPU."""
+        gx, gy, gz = _dims(grid, "grid")
+        bx, by, bz = _dims(block, "block")
+        if shared_mem < 0:
+            raise ValueError(f"shared_mem must be >= 0, got {shared_mem}")
+        packed = self.pack(args)
+        self._drv.cuLaunchKernel(self.handle, gx, gy, gz, bx, by, bz, shared_mem,
+                                 0 if stream is None else stream.handle, packed.kernel_params, None)
+
+
+__all__ = ["Module", "Function", "CudaError"]

@@ -1,0 +1,152 @@
+"""Streams and events: the ordering and timing of asynchronous work.
+
+Work queued on one stream runs in order; different streams may overlap. `Stream()` is a
+blocking stream: it synchronises with the legacy default stream (handle 0), as the driver
+documents; `Stream(non_blocking=True)` does not. Nothing here waits unless its name says so
+(`synchronize`), and `query()` answers without waiting.
+"""
+import ctypes
+import itertools
+import sys
+import threading
+import traceback
+
+from . import context
+from .bindings import CUhostFn
+from .context import ensure_context
+from .driver import NOT_READY
+
+CU_STREAM_NON_BLOCKING = 0x1
+CU_EVENT_BLOCKING_SYNC = 0x1
+CU_EVENT_DISABLE_TIMING = 0x2
+
+_pending_callbacks: dict[int, CUhostFn] = {}     # host callbacks the driver has yet to call
+_finished_callbacks: list[int] = []             # called already; freed at the next add
+_pending_lock = threading.Lock()
+_callback_ids = itertools.count(1)
+
+
+class Stream:
+    """A CUDA stream. `Stream.legacy()` is the legacy default stream (handle 0)."""
+
+    def __init__(self, non_blocking: bool = False, _handle: int | None = None):
+        self._drv, self._ctx = ensure_context()
+        self._generation = self._ctx.generation
+        self.non_blocking = non_blocking
+        if _handle is not None:
+            self.handle, self._owned = _handle, False
+            return
+        h = ctypes.c_void_p()
+        self._drv.cuStreamCreate(ctypes.byref(h), CU_STREAM_NON_BLOCKING if non_blocking else 0)
+        self.handle, self._owned = h.value, True
+
+    @classmethod
+    def legacy(cls) -> "Stream":
+        return cls(_handle=0)
+
+    def __repr__(self):
+        kind = "legacy default" if self.handle == 0 else ("non-blocking" if self.non_blocking else "blocking")
+        return f"<Stream {kind} {self.handle or 0:#x}>"
+
+    def synchronize(self) -> None:
+        """Wait until all work queued on this stream has finished."""
+        self._drv.cuStreamSynchronize(self.handle)
+
+    def query(self) -> bool:
+        """True when all queued work has finished; never waits."""
+        code = self._drv.cuStreamQuery.unchecked(self.handle)
+        if code == 0:
+            return True
+        if code == NOT_READY:
+            return False
+        raise self._drv.error(code, "cuStreamQuery")
+
+    def wait(self, event: "Event") -> None:
+        """Make later work on this stream wait for `event` (cuStreamWaitEvent); returns at once."""
+        self._drv.cuStreamWaitEvent(self.handle, event.handle, 0)
+
+    def add_callback(self, fn) -> None:
+        """Run `fn()` on a driver thread once the work queued so far is done (cuLaunchHostFunc).
+
+        As the driver requires, `fn` must not call CUDA functions. An exception in it is
+        printed (it cannot propagate across the driver).
+        """
+        with _pending_lock:
+            while _finished_callbacks:
+                _pending_callbacks.pop(_finished_callbacks.pop(), None)
+            key = next(_callback_ids)
+
+            def trampoline(_user_data):
+                try:
+                    fn()
+                except Exception:
+                    print(f"exception in stream callback {fn!r}:\n{traceback.format_exc()}", file=sys.stderr)
+                finally:
+                    # Not freed here: this very C function pointer is still running.
+                    _finished_callbacks.append(key)
+            # The C function pointer must stay alive until the driver has called it, even if
+            # this Stream object goes away first: keep it in a module-level table.
+            cfn = _pending_callbacks[key] = CUhostFn(trampoline)
+        self._drv.cuLaunchHostFunc(self.handle, ctypes.cast(cfn, ctypes.c_void_p), None)
+
+    def destroy(self) -> None:
+        """Release the stream; work already queued still completes."""
+        if self._owned and self.handle is not None:
+            handle, self.handle = self.handle, None
+            if not context.shutting_down and self._generation == self._ctx.generation:
+                self._drv.cuStreamDestroy(handle)
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:
+            pass
+
+
+class Event:
+    """A marker in a stream: `record` it, then `query`, `synchronize` or time with `elapsed_ms`."""
+
+    def __init__(self, timing: bool = True, blocking_sync: bool = False):
+        self._drv, self._ctx = ensure_context()
+        self._generation = self._ctx.generation
+        flags = (0 if timing else CU_EVENT_DISABLE_TIMING) | (CU_EVENT_BLOCKING_SYNC if blocking_sync else 0)
+        h = ctypes.c_void_p()
+        self._drv.cuEventCreate(ctypes.byref(h), flags)
+        self.handle = h.value
+        self.timing = timing
+
+    def record(self, stream: Stream | None = None) -> "Event":
+        """Queue the marker on `stream` (default: the legacy default stream); returns at once."""
+        self._drv.cuEventRecord(self.handle, 0 if stream is None else stream.handle)
+        return self
+
+    def query(self) -> bool:
+        """True when the stream has passed the marker (or it was never recorded); never waits."""
+        code = self._drv.cuEventQuery.unchecked(self.handle)
+        if code == 0:
+            return True
+        if code == NOT_READY:
+            return False
+        raise self._drv.error(code, "cuEventQuery")
+
+    def synchronize(self) -> None:
+        """Wait until the stream has passed the marker."""
+        self._drv.cuEventSynchronize(self.handle)
+
+    def elapsed_ms(self, end: "Event") -> float:
+        """Milliseconds between this event and `end`, both recorded and complete."""
+        ms = ctypes.c_float()
+        self._drv.cuEventElapsedTime(ctypes.byref(ms), self.handle, end.handle)
+        return ms.value
+
+    def destroy(self) -> None:
+        if self.handle is not None:
+            handle, self.handle = self.handle, None
+            if not context.shutting_down and self._generation == self._ctx.generation:
+                self._drv.cuEventDestroy(handle)
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:
+            pass

@@ -1,0 +1,174 @@
+"""Device memory of the emulated GPU: one arena, an allocation table, bounds checks.
+
+Device addresses start at BASE (2^36, above 2^32) so that a pointer truncated to 32 bits
+can never land inside an allocation: it faults, as it would on a GPU. The arena is one
+anonymous mmap, so untouched pages cost nothing and the bytes have a stable host address
+that host<->device copies reach with a plain memmove.
+
+Every access the engine makes goes through `offsets()`, which checks each thread's
+address against the allocation table: an access is legal only if all of its bytes lie
+inside one live allocation, and it is aligned to its own size.
+"""
+import bisect
+import ctypes
+import mmap
+import threading
+
+import numpy as np
+
+from .faults import KernelFault
+
+BASE = 1 << 36           # first device address
+ALIGNMENT = 512          # cuMemAlloc returns 512-byte aligned pointers on current GPUs
+
+
+class OutOfMemory(Exception):
+    pass
+
+
+class AccessFault(Exception):
+    """A bad address found by a bounds or alignment check.
+
+    `index` is the position of the first offending element in the address array the check
+    was given, so the engine can name the thread; `code_name` is the CUresult it becomes.
+    """
+
+    def __init__(self, code_name: str, index: int, address: int, nbytes: int):
+        kind = "misaligned" if code_name == "CUDA_ERROR_MISALIGNED_ADDRESS" else "out-of-bounds"
+        super().__init__(f"{kind} {nbytes}-byte access at address {address:#x}")
+        self.code_name = code_name
+        self.index = index
+        self.address = address
+        self.nbytes = nbytes
+
+
+class DeviceMemory:
+    """The arena and its allocation table (first fit over a sorted free list)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._map = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self.u8 = np.frombuffer(self._map, dtype=np.uint8)
+        self.host_base = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
+        self._lock = threading.Lock()
+        self._free = [(0, size)]            # (offset, length), sorted by offset
+        self._starts: list[int] = []        # device addresses of live allocations, sorted
+        self._sizes: dict[int, int] = {}    # start address -> requested size
+        self._np_starts = np.zeros(0, np.uint64)
+        self._np_ends = np.zeros(0, np.uint64)
+        self._views: dict[np.dtype, np.ndarray] = {}
+
+    # -- allocation -------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> int:
+        """Reserve `nbytes` (rounded up to ALIGNMENT) and return the device address."""
+        need = max(ALIGNMENT, -(-nbytes // ALIGNMENT) * ALIGNMENT)
+        with self._lock:
+            for i, (off, length) in enumerate(self._free):
+                if length >= need:
+                    if length == need:
+                        del self._free[i]
+                    else:
+                        self._free[i] = (off + need, length - need)
+                    addr = BASE + off
+                    bisect.insort(self._starts, addr)
+                    self._sizes[addr] = nbytes
+                    self._reindex()
+                    return addr
+        raise OutOfMemory(nbytes)
+
+    def free(self, addr: int) -> None:
+        """Release the allocation that starts at `addr`; KeyError if there is none."""
+        with self._lock:
+            nbytes = self._sizes.pop(addr)
+            self._starts.remove(addr)
+            self._reindex()
+            off = addr - BASE
+            need = max(ALIGNMENT, -(-nbytes // ALIGNMENT) * ALIGNMENT)
+            bisect.insort(self._free, (off, need))
+            self._coalesce()
+
+    def _coalesce(self) -> None:
+        merged = []
+        for off, length in self._free:
+            if merged and merged[-1][0] + merged[-1][1] == off:
+                merged[-1] = (merged[-1][0], merged[-1][1] + length)
+            else:
+                merged.append((off, length))
+        self._free = merged
+
+    def _reindex(self) -> None:
+        # Arrays for the vectorized check, rebuilt on each alloc/free (rare next to loads).
+        self._np_starts = np.array(self._starts, dtype=np.uint64)
+        self._np_ends = np.array([a + self._sizes[a] for a in self._starts], dtype=np.uint64)
+
+    def used(self) -> int:
+        return sum(max(ALIGNMENT, -(-n // ALIGNMENT) * ALIGNMENT) for n in self._sizes.values())
+
+    def is_allocation(self, addr: int) -> bool:
+        return addr in self._sizes
+
+    def find(self, addr: int) -> tuple[int, int] | None:
+        """The (start, size) of the live allocation containing `addr`, or None."""
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0:
+            start = self._starts[i]
+            if addr < start + self._sizes[start]:
+                return start, self._sizes[start]
+        return None
+
+    # -- access -----------------------------------------------------------------------
+    def check_range(self, addr: int, nbytes: int) -> int:
+        """Offset into the arena of [addr, addr+nbytes), which must lie in one allocation.
+
+        Used by copies and memsets; raises AccessFault (index 0) otherwise.
+        """
+        hit = self.find(addr)
+        if hit is None or addr + nbytes > hit[0] + hit[1]:
+            raise AccessFault("CUDA_ERROR_INVALID_VALUE", 0, addr, nbytes)
+        return addr - BASE
+
+    def host_address(self, addr: int) -> int:
+        """The host address of device address `addr` (for memmove in copies)."""
+        return self.host_base + (addr - BASE)
+
+    def view(self, dtype) -> np.ndarray:
+        """The whole arena as an array of `dtype` (index = offset // itemsize)."""
+        dtype = np.dtype(dtype)
+        v = self._views.get(dtype)
+        if v is None:
+            v = self._views[dtype] = self.u8.view(dtype)
+        return v
+
+    def offsets(self, addrs: np.ndarray, nbytes: int) -> np.ndarray:
+        """Arena offsets (int64) of `addrs` (uint64) for an access of `nbytes` bytes each.
+
+        Raises AccessFault naming the first offending element when any address is
+        misaligned (addr % nbytes != 0) or any access leaves its allocation.
+        """
+        addrs = np.asarray(addrs, dtype=np.uint64)
+        if addrs.size == 0:
+            return addrs.astype(np.int64)
+        if nbytes > 1:
+            bad = (addrs & np.uint64(nbytes - 1)) != 0
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise AccessFault("CUDA_ERROR_MISALIGNED_ADDRESS", i, int(addrs.flat[i]), nbytes)
+        lo, hi = int(addrs.min()), int(addrs.max())
+        hit = self.find(lo)
+        # Fast path: the whole span lies inside one allocation.
+        if hit is None or hi + nbytes > hit[0] + hit[1]:
+            starts, ends = self._np_starts, self._np_ends
+            j = np.searchsorted(starts, addrs, side="right").astype(np.int64) - 1
+            inside = j >= 0
+            jj = np.where(inside, j, 0)
+            if len(ends):
+                inside &= addrs + np.uint64(nbytes) <= ends[jj]
+            else:
+                inside[:] = False
+            if not inside.all():
+                i = int(np.argmin(inside))
+                raise AccessFault("CUDA_ERROR_ILLEGAL_ADDRESS", i, int(addrs.flat[i]), nbytes)
+        return (addrs - np.uint64(BASE)).astype(np.int64)
+
+
+__all__ = ["BASE", "ALIGNMENT", "DeviceMemory", "AccessFault", "OutOfMemory", "KernelFault"]
