@@ -40,7 +40,8 @@ def api(fn):
     @functools.wraps(fn)
     def entry(*args):
         try:
-            fn(*args)
+            # ctypes hands a NULL pointer to a callback as None; C code would see 0.
+            fn(*[0 if a is None else a for a in args])
             return SUCCESS
         except EmuError as e:
             _last_error.code, _last_error.details = e.code, e.details

@@ -1,0 +1,45 @@
+"""Every test that takes the `driver` fixture runs once per driver present: the emulated
+GPU always, the real driver when libcuda loads and has a device (else skipped, saying why)."""
+import numpy as np
+import pytest
+
+from lowlevel import cuda
+
+DRIVER_KINDS = ["emu", "cuda"]
+
+
+@pytest.fixture(params=DRIVER_KINDS)
+def driver(request):
+    if request.param == "cuda":
+        why_not = cuda.real_driver_status()
+        if why_not:
+            pytest.skip(f"no real GPU here: {why_not}")
+    drv = cuda.use_driver(request.param)
+    yield drv
+    # A test may leave the context broken on purpose (a fault is sticky); start clean.
+    try:
+        cuda.synchronize()
+    except cuda.CudaError:
+        cuda.reset_device()
+
+
+@pytest.fixture
+def rng():
+    seed = np.random.SeedSequence().entropy
+    print(f"random seed: {seed}")
+    return np.random.default_rng(seed)
+
+
+def poisoned(shape, dtype=np.float32) -> np.ndarray:
+    """A host array full of a value no kernel computes by accident (NaN, or 0xDEADBEEF)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return np.full(shape, np.nan, dtype)
+    return np.full(shape, 0xDEADBEEF & ((1 << (8 * dtype.itemsize - (dtype.kind == "i"))) - 1), dtype)
+
+
+def device_poisoned(nbytes: int):
+    """A device allocation filled with 0xFF bytes (NaN as float32), so unwritten elements show."""
+    d = cuda.mem_alloc(nbytes)
+    cuda.memset_d8(d, 0xFF, nbytes)
+    return d
