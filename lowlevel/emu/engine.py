@@ -1,0 +1,383 @@
+"""Runs a decoded kernel: batches of CTAs as numpy arrays, scalar PC while converged.
+
+Threads of a batch are laid out CTA-major; each CTA's thread count is padded up to a
+multiple of 32 (padding lanes start exited), so any register reshapes to (warps, 32).
+A batch holds as many CTAs as keep its registers within ~256 MB.
+
+Control flow (see codegen.py for what a block is):
+- Converged: one scalar PC. The block runs on every lane of the batch (results on exited
+  lanes are harmless garbage; only memory accesses and traps look at the `live` mask). A
+  conditional branch whose predicate agrees on all live lanes stays converged; an exit
+  taken by only some lanes just shrinks `live`.
+- Divergent: a per-lane PC array. Repeatedly pick the lowest PC, gather the lanes there
+  (only the registers that block touches), run the block on the gathered arrays, and
+  scatter what it wrote. Lowest-PC-first reconverges if/else and loops with different trip
+  counts at their join points; once every live lane shares one PC we return to the
+  converged path.
+- Barriers (next issue) will be a PC state: a lane that reaches `bar.sync` parks at the
+  block after it until every live lane of its CTA has arrived; `_run_divergent` is where
+  that wait goes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .codegen import CompiledKernel
+from .faults import KernelFault
+from .memory import AccessFault, DeviceMemory
+from .ptx_parser import PtxModule
+
+BATCH_BYTES = 256 << 20          # register-file budget for one batch
+MAX_BATCH_LANES = 1 << 20        # beyond this numpy gains nothing and memory grows
+WARP = 32
+
+
+@dataclass
+class LaunchStats:
+    thread_instructions: int = 0    # sum over executed instructions of active threads
+    block_steps: int = 0            # basic-block executions (each over many threads)
+    divergent_steps: int = 0        # of those, how many ran on a gathered subset
+    batches: int = 0
+    ctas: int = 0
+    threads: int = 0
+
+
+def _dims(v, what) -> tuple[int, int, int]:
+    if isinstance(v, int):
+        v = (v,)
+    v = tuple(int(x) for x in v)
+    if not 1 <= len(v) <= 3 or any(x < 1 for x in v):
+        raise ValueError(f"{what} must be 1 to 3 positive integers, got {v}")
+    return v + (1,) * (3 - len(v))
+
+
+def run_kernel(mod: PtxModule, name: str, grid, block, params: bytes,
+               memory: DeviceMemory, shared_bytes: int = 0) -> LaunchStats:
+    """Execute kernel `name` of `mod` over the whole grid; raises KernelFault on a bad
+    access or trap. `params` is the raw parameter buffer laid out per the kernel's
+    param offsets."""
+    k = mod.kernels.get(name)
+    if k is None:
+        raise KeyError(f"no kernel {name!r} in module (has: {', '.join(mod.kernels)})")
+    ck: CompiledKernel = k.compiled
+    if ck is None:
+        raise ValueError(f"kernel {name!r} was parsed but not decoded; use load_ptx")
+    grid, block = _dims(grid, "grid"), _dims(block, "block")
+    threads_per_cta = block[0] * block[1] * block[2]
+    if threads_per_cta > k.max_threads_per_block:
+        raise ValueError(f"{name}: block of {threads_per_cta} threads exceeds "
+                         f"the kernel's limit of {k.max_threads_per_block}")
+    if block[2] > 64 or grid[0] > 2 ** 31 - 1 or grid[1] > 65535 or grid[2] > 65535:
+        raise ValueError(f"{name}: grid {grid} / block {block} exceed device limits")
+    params = bytes(params)
+    if len(params) < k.param_size:
+        raise ValueError(f"{name}: parameter buffer has {len(params)} bytes, "
+                         f"kernel needs {k.param_size}")
+    del shared_bytes               # no shared memory yet: kernels using it are refused
+
+    launch = _Launch(ck, grid, block, params, memory)
+    with np.errstate(all="ignore"):
+        launch.run()
+    return launch.stats
+
+
+class _Launch:
+    """One kernel launch: the batch loop, the scheduler, and the context `C` that the
+    generated blocks call for parameters, memory accesses and traps."""
+
+    def __init__(self, ck: CompiledKernel, grid, block, params: bytes, memory: DeviceMemory):
+        self.ck = ck
+        self.name = ck.kernel.name
+        self.grid, self.block = grid, block
+        self.params = params
+        self.memory = memory
+        self.threads_per_cta = block[0] * block[1] * block[2]
+        self.padded = -(-self.threads_per_cta // WARP) * WARP
+        self.n_ctas = grid[0] * grid[1] * grid[2]
+        per_lane = 2 * ck.bytes_per_thread + 48
+        lanes = min(MAX_BATCH_LANES, BATCH_BYTES // per_lane)
+        self.ctas_per_batch = max(1, lanes // self.padded)
+        self.stats = LaunchStats(ctas=self.n_ctas, threads=self.n_ctas * self.threads_per_cta)
+        self._param_cache: dict = {}
+        # what the generated code reads from C
+        self.active = None          # bool mask over the current lanes, None = all
+        self.lanes = None           # batch lane of each current lane (gathered), or None
+        self.n = 0                  # number of current lanes
+        self.first_cta = 0
+
+    # -- batches ----------------------------------------------------------------------
+    def run(self) -> None:
+        for first in range(0, self.n_ctas, self.ctas_per_batch):
+            count = min(self.ctas_per_batch, self.n_ctas - first)
+            self.first_cta = first
+            self._run_batch(first, count)
+            self.stats.batches += 1
+
+    def _specials(self, first: int, count: int) -> dict:
+        """Values of the special registers for a batch (arrays, or scalars if uniform)."""
+        u32 = np.uint32
+        bx, by, bz = self.block
+        gx, gy, gz = self.grid
+        t = np.arange(self.padded, dtype=u32)
+        lane_t = np.tile(t, count) if count > 1 else t
+        values = {
+            "%ntid.x": u32(bx), "%ntid.y": u32(by), "%ntid.z": u32(bz),
+            "%nctaid.x": u32(gx), "%nctaid.y": u32(gy), "%nctaid.z": u32(gz),
+        }
+        wanted = self.ck.specials
+        if "%tid.x" in wanted:
+            values["%tid.x"] = lane_t % u32(bx) if bx > 1 else u32(0)
+        if "%tid.y" in wanted:
+            values["%tid.y"] = (lane_t // u32(bx)) % u32(by) if by > 1 else u32(0)
+        if "%tid.z" in wanted:
+            values["%tid.z"] = lane_t // u32(bx * by) if bz > 1 else u32(0)
+        if "%laneid" in wanted:
+            values["%laneid"] = lane_t % u32(WARP)
+        if "%warpid" in wanted:
+            values["%warpid"] = lane_t // u32(WARP)
+        if any(s.startswith("%ctaid") for s in wanted):
+            if count == 1:
+                lin = first
+                values["%ctaid.x"] = u32(lin % gx)
+                values["%ctaid.y"] = u32(lin // gx % gy)
+                values["%ctaid.z"] = u32(lin // (gx * gy))
+            else:
+                lin = np.repeat(np.arange(first, first + count, dtype=np.uint64), self.padded)
+                values["%ctaid.x"] = (lin % np.uint64(gx)).astype(u32)
+                values["%ctaid.y"] = (lin // np.uint64(gx) % np.uint64(gy)).astype(u32) \
+                    if gy > 1 else u32(0)
+                values["%ctaid.z"] = (lin // np.uint64(gx * gy)).astype(u32) if gz > 1 else u32(0)
+        return values
+
+    def _run_batch(self, first: int, count: int) -> None:
+        ck = self.ck
+        n_lanes = count * self.padded
+        R = [np.dtype(dt).type(0) for dt in ck.slot_dtypes]
+        specials = self._specials(first, count)
+        for name, slot in ck.specials.items():
+            R[slot] = specials[name]
+        live = None
+        nlive = n_lanes
+        if self.padded != self.threads_per_cta:
+            live = np.tile(np.arange(self.padded) < self.threads_per_cta, count)
+            nlive = count * self.threads_per_cta
+        self.n_lanes = n_lanes
+        pc, pcs = 0, None
+        while True:             # alternate between the two paths until every lane exits
+            if pcs is None:
+                pcs = self._run_converged(R, pc, live, nlive)
+                if pcs is None:
+                    return
+            else:
+                back = self._run_divergent(R, pcs)
+                if back is None:
+                    return
+                pc, live, nlive = back
+                pcs = None
+
+    # -- converged fast path ------------------------------------------------------------
+    def _run_converged(self, R, pc, live, nlive):
+        """Run from `pc` until all lanes exit (returns None) or diverge (returns the
+        per-lane PC array)."""
+        blocks = self.ck.blocks
+        exit_pc = self.ck.exit_pc
+        stats = self.stats
+        n_lanes = self.n_lanes
+        self.lanes = None
+        self.n = n_lanes
+        self.active = live
+        while pc != exit_pc:
+            blk = blocks[pc]
+            res = blk.fn(R, self)
+            stats.thread_instructions += blk.n_instructions * nlive
+            stats.block_steps += 1
+            if type(res) is int:
+                pc = res
+                continue
+            p, taken, fallen = res
+            if not isinstance(p, np.ndarray):
+                pc = taken if p else fallen
+                continue
+            go = p if live is None else p & live
+            n_go = int(np.count_nonzero(go))
+            if n_go == 0:
+                pc = fallen
+            elif n_go == nlive:
+                pc = taken
+            elif taken == exit_pc or fallen == exit_pc:
+                # Some lanes exit, the rest stay together: still converged.
+                stay = ~p if taken == exit_pc else p
+                live = stay if live is None else stay & live
+                nlive = nlive - n_go if taken == exit_pc else n_go
+                pc = fallen if taken == exit_pc else taken
+                self.active = live
+            else:
+                pcs = np.full(n_lanes, exit_pc, dtype=np.int32)
+                if live is None:
+                    pcs[:] = fallen
+                    pcs[p] = taken
+                else:
+                    pcs[live] = fallen
+                    pcs[go] = taken
+                return pcs
+        return None
+
+    # -- divergent path -----------------------------------------------------------------
+    def _run_divergent(self, R, pcs):
+        """Run lowest-PC-first until all lanes exit (returns None) or every live lane
+        shares one PC again (returns (pc, live, nlive) for the converged path)."""
+        blocks = self.ck.blocks
+        exit_pc = self.ck.exit_pc
+        dtypes = self.ck.slot_dtypes
+        stats = self.stats
+        n_lanes = self.n_lanes
+        owned: set[int] = set()       # slots whose array only this scheduler references
+        self.active = None
+        while True:
+            lowest = int(pcs.min())
+            if lowest == exit_pc:
+                return None
+            at = pcs == lowest
+            lanes = np.flatnonzero(at)
+            nlive = int(np.count_nonzero(pcs != exit_pc))
+            if lanes.size == nlive:                     # everyone left is here: reconverge
+                live = None if nlive == n_lanes else at
+                return lowest, live, nlive
+            blk = blocks[lowest]
+            S = list(R)
+            for s in blk.reads:
+                v = R[s]
+                if isinstance(v, np.ndarray):
+                    S[s] = v[lanes]
+            self.lanes = lanes
+            self.n = lanes.size
+            res = blk.fn(S, self)
+            stats.thread_instructions += blk.n_instructions * lanes.size
+            stats.block_steps += 1
+            stats.divergent_steps += 1
+            for s in blk.writes:
+                full = R[s]
+                if s not in owned or not isinstance(full, np.ndarray):
+                    full = np.array(np.broadcast_to(full, (n_lanes,)), dtype=dtypes[s])
+                    owned.add(s)
+                full[lanes] = S[s]
+                R[s] = full
+            if type(res) is int:
+                pcs[lanes] = res
+            else:
+                p, taken, fallen = res
+                if isinstance(p, np.ndarray):
+                    pcs[lanes] = np.where(p, taken, fallen)
+                else:
+                    pcs[lanes] = taken if p else fallen
+
+    # -- the context the generated code calls --------------------------------------------
+    def param(self, offset: int, dtype):
+        key = (offset, dtype)
+        v = self._param_cache.get(key)
+        if v is None:
+            v = self._param_cache[key] = np.frombuffer(self.params, dtype, 1, offset)[0]
+        return v
+
+    def _active_with(self, guard):
+        active = self.active
+        if guard is None:
+            return active, True
+        if not isinstance(guard, np.ndarray):
+            return active, bool(guard)
+        return (guard if active is None else guard & active), True
+
+    def load(self, addr, size: int, vec: int, iid: int, guard):
+        active, any_active = self._active_with(guard)
+        dtype = _UINT[size]
+        shape = (self.n,) if vec == 1 else (self.n, vec)
+        if not any_active:
+            return np.zeros(shape, dtype)
+        nbytes = size * vec
+        uniform = not isinstance(addr, np.ndarray)
+        if uniform and active is None:
+            # one address for every lane: one access, result stays a scalar
+            off = self._offsets(np.array([addr], np.uint64), nbytes, iid, None, "load")
+            vals = self.memory.view(dtype)[off // size + np.arange(vec)]
+            return vals[0] if vec == 1 else np.broadcast_to(vals, shape)
+        if uniform:
+            addr = np.full(self.n, addr, np.uint64)
+        a = addr if active is None else addr[active]
+        off = self._offsets(a, nbytes, iid, active, "load")
+        idx = off // size
+        if vec > 1:
+            idx = idx[:, None] + np.arange(vec)
+        vals = self.memory.view(dtype)[idx]
+        if active is None:
+            return vals
+        out = np.zeros(shape, dtype)
+        out[active] = vals
+        return out
+
+    def store(self, addr, size: int, vec: int, value, iid: int, guard) -> None:
+        active, any_active = self._active_with(guard)
+        if not any_active:
+            return
+        dtype = _UINT[size]
+        nbytes = size * vec
+        if not isinstance(addr, np.ndarray):
+            addr = np.full(self.n, addr, np.uint64)
+        a = addr if active is None else addr[active]
+        off = self._offsets(a, nbytes, iid, active, "store")
+        idx = off // size
+        view = self.memory.view(dtype)
+        if vec == 1:
+            v = value if isinstance(value, np.ndarray) else np.full(self.n, value, dtype)
+            view[idx] = v if active is None else v[active]
+            return
+        cols = [v if isinstance(v, np.ndarray) else np.full(self.n, v, dtype) for v in value]
+        v = np.stack(cols, axis=1)
+        view[idx[:, None] + np.arange(vec)] = v if active is None else v[active]
+
+    def trap(self, iid: int, guard) -> None:
+        active, any_active = self._active_with(guard)
+        if not any_active:
+            return
+        if active is not None:
+            hits = np.flatnonzero(active)
+            if hits.size == 0:
+                return
+            lane = int(hits[0])
+        else:
+            lane = 0
+        ins = self.ck.instructions[iid]
+        raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
+                          f"{self.name}: trap by {self._who(lane)}, "
+                          f"PTX line {ins.line}: {ins.text}")
+
+    def _offsets(self, addrs, nbytes, iid, active, kind):
+        try:
+            return self.memory.offsets(addrs, nbytes)
+        except AccessFault as f:
+            lane = f.index if active is None else int(np.flatnonzero(active)[f.index])
+            ins = self.ck.instructions[iid]
+            space = "global" if "global" in ins.mods else "generic"
+            what = "misaligned" if f.code_name == "CUDA_ERROR_MISALIGNED_ADDRESS" \
+                else "out-of-bounds"
+            raise KernelFault(
+                f.code_name,
+                f"{self.name}: {what} {nbytes}-byte {space} {kind} at {f.address:#x} "
+                f"by {self._who(lane)}, PTX line {ins.line}: {ins.text}") from None
+
+    def _who(self, lane: int) -> str:
+        """'block (x,y,z) thread (x,y,z)' of a current lane."""
+        if self.lanes is not None:
+            lane = int(self.lanes[lane])
+        cta = self.first_cta + lane // self.padded
+        t = lane % self.padded
+        gx, gy, _ = self.grid
+        bx, by, _ = self.block
+        return (f"block ({cta % gx},{cta // gx % gy},{cta // (gx * gy)}) "
+                f"thread ({t % bx},{t // bx % by},{t // (bx * by)})")
+
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+__all__ = ["run_kernel", "LaunchStats"]
