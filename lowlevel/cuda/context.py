@@ -9,7 +9,7 @@ import atexit
 import ctypes
 import threading
 
-from .constants import DEVICE_ATTRIBUTE
+from .enums import enum_value
 from .driver import Driver, get_driver
 
 
@@ -118,11 +118,9 @@ class Device:
 
     def attribute(self, name: str) -> int:
         """A CUdevice_attribute by name: "MULTIPROCESSOR_COUNT" or "CU_DEVICE_ATTRIBUTE_..."."""
-        full = name if name.startswith("CU_DEVICE_ATTRIBUTE_") else "CU_DEVICE_ATTRIBUTE_" + name.upper()
-        if full not in DEVICE_ATTRIBUTE:
-            raise ValueError(f"unknown device attribute {name!r}")
+        number = enum_value("device attribute", name)
         value = ctypes.c_int()
-        self.driver.cuDeviceGetAttribute(ctypes.byref(value), DEVICE_ATTRIBUTE[full], self.handle)
+        self.driver.cuDeviceGetAttribute(ctypes.byref(value), number, self.handle)
         return value.value
 
     @property

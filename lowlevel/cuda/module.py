@@ -8,7 +8,8 @@ returns as soon as the launch is queued, not when the kernel is done.
 import ctypes
 import pathlib
 
-from .constants import FUNCTION_ATTRIBUTE, JIT_OPTION
+from .constants import JIT_OPTION
+from .enums import enum_value
 from .context import ensure_context
 from .errors import CudaError
 from .kernel_args import PackedArgs, pack_value
@@ -27,13 +28,6 @@ def _dims(value, what: str) -> tuple[int, int, int]:
     if any(d < 1 for d in dims):
         raise ValueError(f"{what} must be >= 1 in every dimension, got {value!r}")
     return (*dims, 1, 1)[:3]
-
-
-def _jit_option_number(name: str) -> int:
-    full = name if name.startswith("CU_JIT_") else "CU_JIT_" + name.upper()
-    if full not in JIT_OPTION:
-        raise ValueError(f"unknown JIT option {name!r}")
-    return JIT_OPTION[full]
 
 
 class Module:
@@ -88,7 +82,7 @@ class Module:
             (JIT_OPTION["CU_JIT_LOG_VERBOSE"], 1),
         ]
         for name, value in (options or {}).items():
-            pairs.append((_jit_option_number(name), int(value)))
+            pairs.append((enum_value("JIT option", name), int(value)))
         keys = (ctypes.c_int * len(pairs))(*[k for k, _ in pairs])
         values = (ctypes.c_void_p * len(pairs))(*[v for _, v in pairs])
         handle = ctypes.c_void_p()
@@ -143,11 +137,9 @@ class Function:
 
     def attribute(self, name: str) -> int:
         """A CUfunction_attribute by name: "NUM_REGS" or "CU_FUNC_ATTRIBUTE_NUM_REGS"."""
-        full = name if name.startswith("CU_FUNC_ATTRIBUTE_") else "CU_FUNC_ATTRIBUTE_" + name.upper()
-        if full not in FUNCTION_ATTRIBUTE:
-            raise ValueError(f"unknown function attribute {name!r}")
+        number = enum_value("function attribute", name)
         value = ctypes.c_int()
-        self._drv.cuFuncGetAttribute(ctypes.byref(value), FUNCTION_ATTRIBUTE[full], self.handle)
+        self._drv.cuFuncGetAttribute(ctypes.byref(value), number, self.handle)
         return value.value
 
     @property
