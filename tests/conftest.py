@@ -23,6 +23,13 @@ def driver(request):
         cuda.reset_device()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_compile_cache(tmp_path_factory):
+    """Compiles in the tests go to a cache of their own, not the user's."""
+    import os
+    os.environ["LOWLEVEL_CACHE_DIR"] = str(tmp_path_factory.mktemp("compile-cache"))
+
+
 @pytest.fixture
 def rng():
     seed = np.random.SeedSequence().entropy

@@ -14,6 +14,7 @@ from .context import ensure_context
 from .errors import CudaError
 from .kernel_args import PackedArgs, pack_value
 from .ptx_signature import kernel_params
+from .versions import ptx_isa_version
 
 LOG_SIZE = 64 * 1024
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
@@ -34,10 +35,13 @@ class Module:
     """A loaded module. Make one with from_ptx, from_cubin, from_fatbin or load."""
 
     def __init__(self, handle: int, kind: str, param_types: dict | None = None,
-                 info_log: str = "", drv=None, ctx=None):
+                 info_log: str = "", drv=None, ctx=None, image_kind: str = "ptx-jit"):
         self.handle = handle
         self.kind = kind                         # "ptx", "cubin" or "fatbin": what was loaded
+        self.image_kind = image_kind             # what runs: "sass", or "ptx-jit" (the driver's JIT)
         self.info_log = info_log
+        self.notes: list[str] = []               # from_cuda: why this image, what was tried
+        self.lowered_names: dict[str, str] = {}  # from_cuda: name expression -> mangled name
         self._param_types = param_types or {}
         self._drv, self._ctx = drv, ctx
         self._generation = ctx.generation
@@ -58,6 +62,46 @@ class Module:
     def from_fatbin(cls, data: bytes, options: dict | None = None) -> "Module":
         """Load a fatbin: the driver picks the SASS for this GPU, or JITs the PTX inside."""
         return cls._load(bytes(data), "fatbin", options, {})
+
+    @classmethod
+    def from_cuda(cls, source: str, options=(), name_expressions=(), name: str = "kernel.cu") -> "Module":
+        """Compile CUDA C++ for the current device and load it.
+
+        A real GPU gets a cubin for its exact architecture when NVRTC knows it, else PTX for
+        the driver's JIT, if the driver accepts that PTX's ISA version; the emulated GPU gets
+        PTX. `image_kind` says what ran ("sass" or "ptx-jit"), `notes` why. Kernels named by
+        `name_expressions` ("scale<float>") are fetched by those names with get_function.
+        """
+        from .. import compiler
+        from ..compiler import select
+        from .context import Device, ensure_context
+        drv, _ = ensure_context()
+        dev = Device(ensure_context()[1].ordinal)
+        arch = compiler.parse_arch(dev.compute_capability)
+        options, name_expressions = tuple(options), tuple(name_expressions)
+        ptx = compiler.compile(source, "ptx", arch, options, name_expressions, name)
+        ptx_isa = ptx_isa_version(ptx)
+        sass_archs = [] if drv.kind == "emu" else compiler.nvrtc.supported_archs()
+        steps = select.plan(drv.kind == "emu", arch, drv.version(), sass_archs, ptx_isa, compiler.nvrtc.version())
+        notes, failure = [], None
+        for step in steps:
+            try:
+                if step == "sass":
+                    cubin = compiler.compile(source, "cubin", arch, options, name_expressions, name)
+                    module = cls._load(cubin, "cubin", None, kernel_params(ptx))
+                else:
+                    module = cls.from_ptx(ptx)
+            except CudaError as e:
+                notes.append(f"{step} for sm_{arch} did not load: {e.name}")
+                failure = e
+                continue
+            notes.append(f"loaded {step} for sm_{arch} (PTX ISA {ptx_isa[0]}.{ptx_isa[1]}, "
+                         f"{drv.kind} driver CUDA {drv.version() // 1000}.{drv.version() % 1000 // 10})")
+            module.notes = notes
+            module.lowered_names = compiler.lowered_names(source, name_expressions, arch, options, name) \
+                if name_expressions else {}
+            return module
+        raise failure
 
     @classmethod
     def load(cls, path, options: dict | None = None) -> "Module":
@@ -90,15 +134,18 @@ class Module:
         code = drv.cuModuleLoadDataEx.unchecked(ctypes.byref(handle), image_buf, len(pairs), keys, values)
         if code != 0:
             raise drv.error(code, "cuModuleLoadDataEx", log=error.value.decode(errors="replace"))
-        return cls(handle.value, kind, param_types, info.value.decode(errors="replace"), drv, ctx)
+        return cls(handle.value, kind, param_types, info.value.decode(errors="replace"), drv, ctx,
+                   _image_kind(kind, image, drv))
 
     def get_function(self, name: str) -> "Function":
-        """The kernel `name` (CUDA_ERROR_NOT_FOUND if the module has none)."""
+        """The kernel `name`, or the one a name expression given to from_cuda stands for
+        (CUDA_ERROR_NOT_FOUND if the module has none)."""
         f = self._functions.get(name)
         if f is None:
+            symbol = self.lowered_names.get(name, name)
             h = ctypes.c_void_p()
-            self._drv.cuModuleGetFunction(ctypes.byref(h), self.handle, name.encode())
-            f = self._functions[name] = Function(self, name, h.value, self._param_types.get(name))
+            self._drv.cuModuleGetFunction(ctypes.byref(h), self.handle, symbol.encode())
+            f = self._functions[name] = Function(self, symbol, h.value, self._param_types.get(symbol))
         return f
 
     def get_global(self, name: str) -> tuple[int, int]:
@@ -119,6 +166,19 @@ class Module:
             self.unload()
         except Exception:
             pass
+
+
+def _image_kind(kind: str, image: bytes, drv) -> str:
+    """What the driver runs for a loaded image: its own SASS, or PTX it JIT-compiled."""
+    if kind == "cubin":
+        return "sass"
+    if kind == "fatbin" and drv.kind == "cuda":
+        from ..emu.images import KIND_ELF, fatbin_entries
+        from .context import Device, ensure_context
+        major, minor = Device(ensure_context()[1].ordinal).compute_capability
+        if any(e["kind"] == KIND_ELF and e["arch"] == 10 * major + minor for e in fatbin_entries(image)):
+            return "sass"
+    return "ptx-jit"
 
 
 class Function:

@@ -2,19 +2,16 @@
 
 The limits are those of a Hopper-class part (the default compute capability is 9.0) and
 they are enforced: a launch beyond them fails as it would on the hardware.
-`LOWLEVEL_EMU_CC=8.0` changes the compute capability; `LOWLEVEL_EMU_MEMORY=2G` the memory.
+`LOWLEVEL_EMU_CC=8.0` changes the compute capability; `LOWLEVEL_EMU_MEMORY=2G` the memory;
+`LOWLEVEL_EMU_DRIVER_VERSION=12040` the CUDA version the driver claims.
 """
 import os
 
 from ..cuda.constants import DEVICE_ATTRIBUTE
 
-DRIVER_VERSION = 13050         # what cuDriverGetVersion reports: CUDA 13.5
-
-
-def max_ptx_isa(driver_version: int) -> tuple[int, int]:
-    """The newest PTX ISA a driver of this version JITs (CUDA 12.x -> 8.x, 13.x -> 9.x)."""
-    major, minor = driver_version // 1000, (driver_version % 1000) // 10
-    return (major - 4, minor)
+# What cuDriverGetVersion reports (CUDA 13.5); LOWLEVEL_EMU_DRIVER_VERSION=12040 makes the
+# emulated GPU behave as an older driver, e.g. refusing PTX newer than ISA 8.4.
+DRIVER_VERSION = int(os.environ.get("LOWLEVEL_EMU_DRIVER_VERSION", "13050"))
 
 
 def _parse_size(text: str) -> int:

@@ -17,6 +17,7 @@ import threading
 import traceback
 
 from ..cuda.constants import CURESULT, CURESULT_NAME, FUNCTION_ATTRIBUTE, JIT_OPTION
+from ..cuda.versions import max_ptx_isa
 from . import device
 from .errors import EmuError, describe
 from .faults import PtxError
@@ -587,7 +588,7 @@ def _load(module_out: int, image: int, slots: dict) -> None:
         log = f"ptxas (emulated) error   : {e}"
         _write_log(slots, "CU_JIT_ERROR_LOG_BUFFER", "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES", log)
         raise EmuError("CUDA_ERROR_INVALID_PTX", log)
-    newest = device.max_ptx_isa(device.DRIVER_VERSION)
+    newest = max_ptx_isa(device.DRIVER_VERSION)
     if tuple(ptx_module.version) > newest:
         log = (f"PTX ISA {ptx_module.version[0]}.{ptx_module.version[1]} is newer than this driver "
                f"(CUDA {device.DRIVER_VERSION // 1000}.{device.DRIVER_VERSION % 1000 // 10}) supports: "
