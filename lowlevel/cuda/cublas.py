@@ -1,0 +1,309 @@
+"""cuBLAS through ctypes: one table of C prototypes, bound to the real libcublas or to the
+emulated GPU's implementation of the same functions, as the driver is.
+
+The raw calls mirror the C API and its column-major convention:
+
+    sgemm(handle, "N", "T", m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+
+with A, B, C device allocations or raw device pointers. Every status is checked: anything
+but CUBLAS_STATUS_SUCCESS raises CublasError with its name and description. The real
+library is found with cuda.pathfinder (the nvidia-cublas wheel, or a CUDA install).
+"""
+import ctypes
+import threading
+from ctypes import c_double, c_float, c_int, c_int64, c_size_t, c_void_p
+
+import numpy as np
+
+from .context import current_device_ordinal, ensure_context
+from .cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
+from .memory import _ptr
+
+Status = c_int
+Handle_t = c_void_p
+ptr = c_void_p
+
+# name: (return type, argument types). Every function returns a cublasStatus_t except the
+# two that return a const char* (declared void* so both bindings agree on it).
+PROTOTYPES: dict[str, tuple] = {
+    "cublasCreate_v2": (Status, (ptr,)),
+    "cublasDestroy_v2": (Status, (Handle_t,)),
+    "cublasGetVersion_v2": (Status, (Handle_t, ptr)),
+    "cublasSetStream_v2": (Status, (Handle_t, c_void_p)),
+    "cublasGetStream_v2": (Status, (Handle_t, ptr)),
+    "cublasSetMathMode": (Status, (Handle_t, c_int)),
+    "cublasGetMathMode": (Status, (Handle_t, ptr)),
+    "cublasSetWorkspace_v2": (Status, (Handle_t, ptr, c_size_t)),
+    "cublasGetStatusName": (c_void_p, (Status,)),
+    "cublasGetStatusString": (c_void_p, (Status,)),
+    "cublasSgemm_v2": (Status, (Handle_t, c_int, c_int, c_int, c_int, c_int, ptr, ptr, c_int, ptr, c_int,
+                                ptr, ptr, c_int)),
+    "cublasDgemm_v2": (Status, (Handle_t, c_int, c_int, c_int, c_int, c_int, ptr, ptr, c_int, ptr, c_int,
+                                ptr, ptr, c_int)),
+    "cublasHgemm": (Status, (Handle_t, c_int, c_int, c_int, c_int, c_int, ptr, ptr, c_int, ptr, c_int,
+                             ptr, ptr, c_int)),
+    "cublasGemmEx": (Status, (Handle_t, c_int, c_int, c_int, c_int, c_int, ptr, ptr, c_int, c_int, ptr,
+                              c_int, c_int, ptr, ptr, c_int, c_int, c_int, c_int)),
+    "cublasSgemmStridedBatched": (Status, (Handle_t, c_int, c_int, c_int, c_int, c_int, ptr, ptr, c_int,
+                                           c_int64, ptr, c_int, c_int64, ptr, ptr, c_int, c_int64, c_int)),
+    "cublasGemmStridedBatchedEx": (Status, (Handle_t, c_int, c_int, c_int, c_int, c_int, ptr, ptr, c_int,
+                                            c_int, c_int64, ptr, c_int, c_int, c_int64, ptr, ptr, c_int,
+                                            c_int, c_int64, c_int, c_int, c_int)),
+    "cublasSaxpy_v2": (Status, (Handle_t, c_int, ptr, ptr, c_int, ptr, c_int)),
+    "cublasSdot_v2": (Status, (Handle_t, c_int, ptr, c_int, ptr, c_int, ptr)),
+    "cublasSgemv_v2": (Status, (Handle_t, c_int, c_int, c_int, ptr, ptr, c_int, ptr, c_int, ptr, ptr, c_int)),
+}
+
+STATUS_NAME = {v: k for k, v in STATUS.items()}
+
+
+class CublasError(RuntimeError):
+    """A cuBLAS call failed: .status, .name (CUBLAS_STATUS_INVALID_VALUE), .description, .function."""
+
+    def __init__(self, status: int, function: str, description: str = ""):
+        self.status = status
+        self.name = STATUS_NAME.get(status, f"cublasStatus {status}")
+        self.description = description
+        self.function = function
+        super().__init__(f"{function} failed: {self.name} ({status})" + (f": {description}" if description else ""))
+
+
+class Cublas:
+    """The cuBLAS function table bound to one implementation (kind "cuda" or "emu")."""
+
+    def __init__(self, kind: str, functions: dict, description: str):
+        self.kind = kind
+        self.description = description
+        self._functions = functions
+
+    def __getattr__(self, name):
+        try:
+            fn = self._functions[name]
+        except KeyError:
+            raise AttributeError(f"{name} is not bound ({self.description})") from None
+
+        def checked(*args):
+            status = fn(*args)
+            if status != 0:
+                raise CublasError(status, name, self.status_string(status))
+        return checked
+
+    def status_name(self, status: int) -> str:
+        return ctypes.string_at(self._functions["cublasGetStatusName"](status)).decode()
+
+    def status_string(self, status: int) -> str:
+        return ctypes.string_at(self._functions["cublasGetStatusString"](status)).decode()
+
+
+def _bind(functions: dict, lookup) -> dict:
+    bound = {}
+    for name, (restype, argtypes) in PROTOTYPES.items():
+        fn = lookup(name, restype, argtypes)
+        if fn is not None:
+            bound[name] = fn
+    return bound
+
+
+def load_real() -> Cublas:
+    """libcublas, found by cuda.pathfinder; ImportError-like RuntimeError when absent."""
+    from cuda.pathfinder import load_nvidia_dynamic_lib
+    try:
+        lib = ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path)
+    except Exception as e:
+        raise RuntimeError(f"libcublas is not installed (pip install 'lowlevel[gpu]'): {e}") from e
+
+    def lookup(name, restype, argtypes):
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype, fn.argtypes = restype, list(argtypes)
+        return fn
+    return Cublas("cuda", _bind({}, lookup), f"libcublas ({lib._name})")
+
+
+def load_emulated() -> Cublas:
+    from ..emu import cublas as emu_cublas
+    implementations = emu_cublas.functions()
+
+    def lookup(name, restype, argtypes):
+        impl = implementations.get(name)
+        return None if impl is None else ctypes.CFUNCTYPE(restype, *argtypes)(impl)
+    return Cublas("emu", _bind({}, lookup), "emulated cuBLAS (lowlevel.emu.cublas)")
+
+
+_libraries: dict[str, Cublas] = {}
+_lock = threading.Lock()
+
+
+def library() -> Cublas:
+    """cuBLAS for the driver in use: the real library on the real driver, else the emulated one."""
+    drv, _ = ensure_context()
+    with _lock:
+        lib = _libraries.get(drv.kind)
+        if lib is None:
+            lib = _libraries[drv.kind] = load_real() if drv.kind == "cuda" else load_emulated()
+    return lib
+
+
+class Handle:
+    """A cuBLAS handle, bound to the current device; its work runs on `stream`."""
+
+    def __init__(self, stream=None):
+        self._drv, self._ctx = ensure_context()
+        self._generation = self._ctx.generation
+        self.lib = library()
+        h = c_void_p()
+        self.lib.cublasCreate_v2(ctypes.byref(h))
+        self.handle = h.value
+        self.stream = None
+        self.set_stream(stream)
+
+    def set_stream(self, stream) -> None:
+        """Run later calls on `stream` (None: the legacy default stream)."""
+        self.lib.cublasSetStream_v2(self.handle, None if stream is None else stream.handle)
+        self.stream = stream
+
+    @property
+    def math_mode(self) -> int:
+        mode = c_int()
+        self.lib.cublasGetMathMode(self.handle, ctypes.byref(mode))
+        return mode.value
+
+    @math_mode.setter
+    def math_mode(self, mode) -> None:
+        """A cublasMath_t by number or name ("CUBLAS_TF32_TENSOR_OP_MATH", "TF32_TENSOR_OP_MATH")."""
+        if isinstance(mode, str):
+            mode = MATH_MODE[mode if mode.startswith("CUBLAS_") else "CUBLAS_" + mode]
+        self.lib.cublasSetMathMode(self.handle, mode)
+
+    @property
+    def version(self) -> int:
+        v = c_int()
+        self.lib.cublasGetVersion_v2(self.handle, ctypes.byref(v))
+        return v.value
+
+    def destroy(self) -> None:
+        from . import context
+        if self.handle is not None:
+            h, self.handle = self.handle, None
+            if not context.shutting_down and self._generation == self._ctx.generation:
+                self.lib.cublasDestroy_v2(h)
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:
+            pass
+
+
+_per_thread = threading.local()
+
+
+def get_handle(stream=None) -> Handle:
+    """The calling thread's handle for the current device, following `stream`.
+
+    Handles are per device and per thread, as cuBLAS advises; this one is made once and
+    re-pointed at whatever stream the caller is using now."""
+    handles = getattr(_per_thread, "handles", None)
+    if handles is None:
+        handles = _per_thread.handles = {}
+    drv, ctx = ensure_context()
+    key = (id(drv), current_device_ordinal(), ctx.generation)
+    h = handles.get(key)
+    if h is None:
+        h = handles[key] = Handle(stream)
+    elif h.stream is not stream:
+        h.set_stream(stream)
+    return h
+
+
+# ---- the raw calls: the C API, column-major -------------------------------------------------
+def _op(trans: str) -> int:
+    try:
+        return OPERATION["CUBLAS_OP_" + trans.upper()]
+    except (KeyError, AttributeError):
+        raise ValueError(f"transpose flag must be 'N', 'T' or 'C', got {trans!r}") from None
+
+
+def _scalar_ref(value, ctype):
+    return ctypes.byref(ctype(value))
+
+
+def _half_ref(value):
+    return ctypes.byref(ctypes.c_uint16(int(np.float16(value).view(np.uint16))))
+
+
+def sgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) -> None:
+    """C = alpha * op(A) @ op(B) + beta * C in float32, column-major."""
+    handle.lib.cublasSgemm_v2(handle.handle, _op(transa), _op(transb), m, n, k, _scalar_ref(alpha, c_float),
+                              _ptr(A), lda, _ptr(B), ldb, _scalar_ref(beta, c_float), _ptr(C), ldc)
+
+
+def dgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) -> None:
+    handle.lib.cublasDgemm_v2(handle.handle, _op(transa), _op(transb), m, n, k, _scalar_ref(alpha, c_double),
+                              _ptr(A), lda, _ptr(B), ldb, _scalar_ref(beta, c_double), _ptr(C), ldc)
+
+
+def hgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) -> None:
+    """float16 in, float16 out, float16 compute."""
+    handle.lib.cublasHgemm(handle.handle, _op(transa), _op(transb), m, n, k, _half_ref(alpha),
+                           _ptr(A), lda, _ptr(B), ldb, _half_ref(beta), _ptr(C), ldc)
+
+
+def sgemm_strided_batched(handle, transa, transb, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b,
+                          beta, C, ldc, stride_c, batch) -> None:
+    handle.lib.cublasSgemmStridedBatched(
+        handle.handle, _op(transa), _op(transb), m, n, k, _scalar_ref(alpha, c_float), _ptr(A), lda, stride_a,
+        _ptr(B), ldb, stride_b, _scalar_ref(beta, c_float), _ptr(C), ldc, stride_c, batch)
+
+
+def data_type(name: str) -> int:
+    """A cudaDataType by name: "CUDA_R_16F" or "R_16F"."""
+    return DATA_TYPE[name if name.startswith("CUDA_") else "CUDA_" + name]
+
+
+def compute_type(name: str) -> int:
+    """A cublasComputeType_t by name: "CUBLAS_COMPUTE_32F" or "32F"."""
+    return COMPUTE_TYPE[name if name.startswith("CUBLAS_") else "CUBLAS_COMPUTE_" + name]
+
+
+def _compute_scalar(compute: int, value):
+    name = next(n for n, v in COMPUTE_TYPE.items() if v == compute)
+    if name.startswith("CUBLAS_COMPUTE_16F"):
+        return _half_ref(value)
+    return _scalar_ref(value, c_double if name.startswith("CUBLAS_COMPUTE_64F") else c_float)
+
+
+def gemm_ex(handle, transa, transb, m, n, k, alpha, A, a_type, lda, B, b_type, ldb, beta, C, c_type, ldc,
+            compute, algo=-1) -> None:
+    """cublasGemmEx: types by name ("R_16F", "R_16BF", "R_32F"), compute by name ("32F")."""
+    ct = compute_type(compute)
+    handle.lib.cublasGemmEx(handle.handle, _op(transa), _op(transb), m, n, k, _compute_scalar(ct, alpha),
+                            _ptr(A), data_type(a_type), lda, _ptr(B), data_type(b_type), ldb,
+                            _compute_scalar(ct, beta), _ptr(C), data_type(c_type), ldc, ct, algo)
+
+
+def gemm_strided_batched_ex(handle, transa, transb, m, n, k, alpha, A, a_type, lda, stride_a, B, b_type, ldb,
+                            stride_b, beta, C, c_type, ldc, stride_c, batch, compute, algo=-1) -> None:
+    ct = compute_type(compute)
+    handle.lib.cublasGemmStridedBatchedEx(
+        handle.handle, _op(transa), _op(transb), m, n, k, _compute_scalar(ct, alpha), _ptr(A), data_type(a_type),
+        lda, stride_a, _ptr(B), data_type(b_type), ldb, stride_b, _compute_scalar(ct, beta), _ptr(C),
+        data_type(c_type), ldc, stride_c, batch, ct, algo)
+
+
+def saxpy(handle, n, alpha, x, incx, y, incy) -> None:
+    """y = alpha * x + y."""
+    handle.lib.cublasSaxpy_v2(handle.handle, n, _scalar_ref(alpha, c_float), _ptr(x), incx, _ptr(y), incy)
+
+
+def sdot(handle, n, x, incx, y, incy) -> float:
+    """x . y, returned to the host (the call waits for it)."""
+    result = c_float()
+    handle.lib.cublasSdot_v2(handle.handle, n, _ptr(x), incx, _ptr(y), incy, ctypes.byref(result))
+    return result.value
+
+
+def sgemv(handle, trans, m, n, alpha, A, lda, x, incx, beta, y, incy) -> None:
+    """y = alpha * op(A) @ x + beta * y, A column-major m x n."""
+    handle.lib.cublasSgemv_v2(handle.handle, _op(trans), m, n, _scalar_ref(alpha, c_float), _ptr(A), lda,
+                              _ptr(x), incx, _scalar_ref(beta, c_float), _ptr(y), incy)
