@@ -8,19 +8,34 @@ from lowlevel import cuda
 DRIVER_KINDS = ["emu", "cuda"]
 
 
-@pytest.fixture(params=DRIVER_KINDS)
-def driver(request):
-    if request.param == "cuda":
+def _use(kind):
+    """Switch to the driver `kind` for one test (skipping the real one where it is absent),
+    and leave a clean context behind: a test may break it on purpose (faults are sticky)."""
+    if kind == "cuda":
         why_not = cuda.real_driver_status()
         if why_not:
             pytest.skip(f"no real GPU here: {why_not}")
-    drv = cuda.use_driver(request.param)
+    drv = cuda.use_driver(kind)
     yield drv
-    # A test may leave the context broken on purpose (a fault is sticky); start clean.
     try:
         cuda.synchronize()
     except cuda.CudaError:
         cuda.reset_device()
+
+
+@pytest.fixture(params=DRIVER_KINDS)
+def driver(request):
+    yield from _use(request.param)
+
+
+@pytest.fixture(params=["cpu", *(f"cuda-{kind}" for kind in DRIVER_KINDS)])
+def device(request):
+    """A tensor device: "cpu", then "cuda" on each driver present."""
+    if request.param == "cpu":
+        yield "cpu"
+        return
+    for _ in _use(request.param.split("-")[1]):
+        yield "cuda"
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -10,7 +10,8 @@ from .memory import (DeviceAllocation, mem_alloc, mem_alloc_async, mem_get_info,
                      memcpy_dtod_async, memcpy_dtoh, memcpy_dtoh_async, memcpy_htod, memcpy_htod_async,
                      memset_d8, memset_d32, pinned_empty)
 from .module import Function, Module
-from .stream import Event, Stream
+from .stream import Event, Stream, current_stream, stream
+from .allocator import empty_cache, memory_stats
 
 
 def driver_info() -> dict:
@@ -25,5 +26,5 @@ __all__ = [
     "device_count", "driver_info", "get_driver", "mem_alloc", "mem_alloc_async", "mem_get_info",
     "memcpy_dtod", "memcpy_dtod_async", "memcpy_dtoh", "memcpy_dtoh_async", "memcpy_htod",
     "memcpy_htod_async", "memset_d8", "memset_d32", "pinned_empty", "real_driver_status",
-    "reset_device", "synchronize", "use_driver",
+    "reset_device", "synchronize", "use_driver", "stream", "current_stream", "memory_stats", "empty_cache",
 ]

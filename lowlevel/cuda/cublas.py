@@ -11,11 +11,14 @@ library is found with cuda.pathfinder (the nvidia-cublas wheel, or a CUDA instal
 """
 import ctypes
 import threading
+import time
 from ctypes import c_double, c_float, c_int, c_int64, c_size_t, c_void_p
 
 import numpy as np
 
+from .. import trace
 from .context import current_device_ordinal, ensure_context
+from .driver import _show
 from .cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
 from .memory import _ptr
 
@@ -83,7 +86,13 @@ class Cublas:
             raise AttributeError(f"{name} is not bound ({self.description})") from None
 
         def checked(*args):
-            status = fn(*args)
+            if trace.active is None:
+                status = fn(*args)
+            else:
+                start = time.perf_counter()
+                status = fn(*args)
+                trace.note_call("cublas", name, ", ".join(_show(a) for a in args), STATUS_NAME.get(status, str(status)),
+                                time.perf_counter() - start)
             if status != 0:
                 raise CublasError(status, name, self.status_string(status))
         return checked

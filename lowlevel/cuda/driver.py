@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 
+from .. import trace
 from . import bindings
 from .constants import CURESULT, CURESULT_NAME
 from .errors import CudaError
@@ -35,14 +36,17 @@ class DriverFunction:
             raise self.driver.error(code, self.symbol)
 
     def unchecked(self, *args) -> int:
-        if not self.driver.log_api:
+        if not self.driver.log_api and trace.active is None:
             return self.cfunc(*args)
         start = time.perf_counter()
         code = self.cfunc(*args)
-        elapsed_us = (time.perf_counter() - start) * 1e6
+        elapsed = time.perf_counter() - start
         shown = ", ".join(_show(a) for a in args)
-        print(f"[lowlevel {self.driver.kind}] {self.symbol}({shown}) -> "
-              f"{CURESULT_NAME.get(code, code)} ({elapsed_us:.1f} us)", file=sys.stderr, flush=True)
+        result = CURESULT_NAME.get(code, str(code))
+        trace.note_call(self.driver.kind, self.symbol, shown, result, elapsed)
+        if self.driver.log_api:
+            print(f"[lowlevel {self.driver.kind}] {self.symbol}({shown}) -> {result} ({elapsed * 1e6:.1f} us)",
+                  file=sys.stderr, flush=True)
         return code
 
 

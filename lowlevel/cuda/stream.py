@@ -150,3 +150,28 @@ class Event:
             self.destroy()
         except Exception:
             pass
+
+
+# ---- the current stream ---------------------------------------------------------------------
+_current = threading.local()
+
+
+def current_stream() -> Stream | None:
+    """The stream this thread's ops run on; None means the legacy default stream."""
+    return getattr(_current, "stream", None)
+
+
+class stream:
+    """`with lowlevel.cuda.stream(s):` runs this thread's ops on `s` inside the block."""
+
+    def __init__(self, s: Stream | None):
+        self.s = s
+
+    def __enter__(self):
+        self.previous = current_stream()
+        _current.stream = self.s
+        return self.s
+
+    def __exit__(self, *exc):
+        _current.stream = self.previous
+        return False

@@ -1,0 +1,92 @@
+"""The CPU backend: every op through numpy, on strided views of host storage.
+
+bfloat16 values are widened to float32 for the arithmetic and rounded back on the way out.
+"""
+import numpy as np
+
+from ..dispatch import CPU, register_kernel
+from ..tensor import Tensor, from_numpy_values
+
+
+def values(t: Tensor) -> np.ndarray:
+    return t.dtype.to_numpy_values(t._host_view())
+
+
+def result(x: np.ndarray, like: Tensor, dtype=None) -> Tensor:
+    return from_numpy_values(np.asarray(x), dtype or like.dtype, like.device)
+
+
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum}
+_UNARY = {"neg": np.negative, "exp": np.exp,
+          "relu": lambda v: np.where(np.isnan(v), v, np.maximum(v, 0)).astype(v.dtype)}
+
+
+def _register_elementwise():
+    for name, fn in _BINARY.items():
+        def kernel(a, b, fn=fn):
+            with np.errstate(all="ignore"):
+                return result(fn(values(a), values(b)), a)
+        kernel.__qualname__ = f"{name}"
+        register_kernel(name, CPU, kernel)
+    for name, fn in _UNARY.items():
+        def kernel(x, fn=fn):
+            with np.errstate(all="ignore"):
+                return result(fn(values(x)), x)
+        kernel.__qualname__ = f"{name}"
+        register_kernel(name, CPU, kernel)
+
+
+_register_elementwise()
+
+
+@register_kernel("sum", CPU)
+def sum_(x, dim, keepdim):
+    v = values(x)
+    # Integers sum in int64 as numpy does; floats in their own precision (float32 pairwise).
+    return result(np.sum(v, axis=dim, keepdims=keepdim, dtype=v.dtype if x.dtype.is_float else None), x)
+
+
+@register_kernel("mean", CPU)
+def mean(x, dim, keepdim):
+    return result(np.mean(values(x), axis=dim, keepdims=keepdim, dtype=np.float64), x)
+
+
+@register_kernel("max", CPU)
+def max_(x, dim, keepdim):
+    return result(np.max(values(x), axis=dim, keepdims=keepdim), x)
+
+
+@register_kernel("softmax", CPU)
+def softmax(x, dim):
+    v = values(x).astype(np.float64)
+    with np.errstate(all="ignore"):
+        shifted = np.exp(v - np.max(v, axis=dim, keepdims=True))
+        return result(shifted / np.sum(shifted, axis=dim, keepdims=True), x)
+
+
+@register_kernel("matmul", CPU)
+def matmul(a, b):
+    va, vb = values(a), values(b)
+    if a.dtype.is_float and va.dtype != np.float64:
+        va, vb = va.astype(np.float32), vb.astype(np.float32)
+    return result(np.matmul(va, vb), a)
+
+
+@register_kernel("contiguous", CPU)
+def contiguous(x):
+    return result(values(x), x)
+
+
+@register_kernel("cast", CPU)
+def cast(x, dtype):
+    return from_numpy_values(values(x), dtype, x.device)
+
+
+@register_kernel("to_host", CPU)
+def to_host(x):
+    return x
+
+
+@register_kernel("to_device", CPU)
+def to_device(x, device):
+    return from_numpy_values(values(x), x.dtype, device)

@@ -1,0 +1,204 @@
+"""A caching allocator for tensor memory: cuMemAlloc once, reuse many times.
+
+cuMemAlloc is slow and, on a real GPU, synchronises the device; a tensor library that
+called it for every result would serialise everything. So memory is taken from the driver
+in segments and handed out in blocks:
+
+  - requests are rounded up to 512 bytes; those under 1 MiB share 2 MiB segments, larger
+    ones get a segment of their own size rounded up to 2 MiB;
+  - a block larger than the request is split, and the rest stays free;
+  - a freed block goes back to the pool of the stream it was allocated on, where the next
+    request on that stream may take it at once: stream order guarantees the old work on it
+    comes first. A block also used on other streams (record_stream) is held back until an
+    event recorded on each of them has passed, checked without waiting;
+  - neighbouring free blocks of a segment merge; empty_cache() returns whole free
+    segments to the driver.
+"""
+import threading
+
+from . import context
+from .context import ensure_context
+from .memory import mem_alloc
+
+ROUND = 512
+SMALL_LIMIT = 1 << 20
+SMALL_SEGMENT = 2 << 20
+LARGE_ROUND = 2 << 20
+
+
+class Block:
+    """A piece of a segment: [ptr, ptr + size). `stream` is the handle it belongs to."""
+
+    __slots__ = ("segment", "ptr", "size", "stream", "free", "prev", "next", "other_streams", "events")
+
+    def __init__(self, segment, ptr: int, size: int, stream: int):
+        self.segment, self.ptr, self.size, self.stream = segment, ptr, size, stream
+        self.free = True
+        self.prev = self.next = None
+        self.other_streams: set = set()         # streams (objects) that also used this block
+        self.events: list = []                  # events that must pass before reuse
+
+    def __repr__(self):
+        return f"<Block {self.ptr:#x} +{self.size} {'free' if self.free else 'used'}>"
+
+
+class _Segment:
+    def __init__(self, allocation, stream: int, small: bool):
+        self.allocation = allocation            # the DeviceAllocation from cuMemAlloc
+        self.stream = stream
+        self.small = small
+
+
+class CachingAllocator:
+    """One per device context. Thread-safe."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._free: dict[tuple[int, bool], list[Block]] = {}   # (stream, small) -> free blocks
+        self._pending: list[Block] = []                         # freed, waiting for events
+        self._segments: list[_Segment] = []
+        self.allocated = 0          # bytes in blocks handed out
+        self.reserved = 0           # bytes in segments held from the driver
+        self.peak = 0
+        self.driver_allocs = 0      # how many times cuMemAlloc was called
+
+    # -- allocate ---------------------------------------------------------------------------
+    def allocate(self, nbytes: int, stream=None) -> Block:
+        size = max(ROUND, -(-nbytes // ROUND) * ROUND)
+        handle = 0 if stream is None else stream.handle
+        small = size < SMALL_LIMIT
+        with self._lock:
+            self._release_passed_events()
+            block = self._take_free(size, handle, small) or self._new_segment(size, handle, small)
+            block.free = False
+            self.allocated += block.size
+            self.peak = max(self.peak, self.allocated)
+            return block
+
+    def _take_free(self, size: int, stream: int, small: bool) -> Block | None:
+        pool = self._free.get((stream, small), [])
+        best = None
+        for b in pool:                           # best fit
+            if b.size >= size and (best is None or b.size < best.size):
+                best = b
+        if best is None:
+            return None
+        pool.remove(best)
+        return self._split(best, size, pool)
+
+    def _split(self, block: Block, size: int, pool: list) -> Block:
+        rest = block.size - size
+        # Split small blocks always; large ones only when the rest is worth keeping.
+        if rest >= ROUND and (block.segment.small or rest >= SMALL_LIMIT):
+            tail = Block(block.segment, block.ptr + size, rest, block.stream)
+            tail.prev, tail.next = block, block.next
+            if block.next is not None:
+                block.next.prev = tail
+            block.next = tail
+            block.size = size
+            pool.append(tail)
+        return block
+
+    def _new_segment(self, size: int, stream: int, small: bool) -> Block:
+        seg_size = SMALL_SEGMENT if small else -(-size // LARGE_ROUND) * LARGE_ROUND
+        try:
+            allocation = mem_alloc(seg_size)
+        except Exception:
+            # Out of memory with segments cached: give them back and try once more.
+            self.empty_cache()
+            allocation = mem_alloc(seg_size)
+        self.driver_allocs += 1
+        segment = _Segment(allocation, stream, small)
+        self._segments.append(segment)
+        self.reserved += seg_size
+        block = Block(segment, allocation.ptr, seg_size, stream)
+        return self._split(block, size, self._free.setdefault((stream, small), []))
+
+    # -- free -------------------------------------------------------------------------------
+    def record_stream(self, block: Block, stream) -> None:
+        """Note that work on `stream` (not the block's own) uses `block`."""
+        if stream is not None and stream.handle != block.stream:
+            block.other_streams.add(stream)
+
+    def free(self, block: Block) -> None:
+        if context.shutting_down:
+            return
+        with self._lock:
+            if block.free:
+                raise RuntimeError(f"double free of {block!r}")
+            block.free = True
+            self.allocated -= block.size
+            if block.other_streams:
+                from .stream import Event
+                block.events = [Event(timing=False).record(s) for s in block.other_streams]
+                block.other_streams = set()
+                self._pending.append(block)
+            else:
+                self._return(block)
+
+    def _release_passed_events(self) -> None:
+        still = []
+        for block in self._pending:
+            if all(e.query() for e in block.events):
+                block.events = []
+                self._return(block)
+            else:
+                still.append(block)
+        self._pending = still
+
+    def _return(self, block: Block) -> None:
+        pool = self._free.setdefault((block.stream, block.segment.small), [])
+        for neighbour in (block.next, block.prev):      # merge with free neighbours
+            if neighbour is not None and neighbour.free and neighbour in pool and not neighbour.events:
+                pool.remove(neighbour)
+                first, second = (block, neighbour) if neighbour is block.next else (neighbour, block)
+                first.size += second.size
+                first.next = second.next
+                if second.next is not None:
+                    second.next.prev = first
+                block = first
+        pool.append(block)
+
+    def empty_cache(self) -> None:
+        """Give every wholly free segment back to the driver (cuMemFree synchronises)."""
+        with self._lock:
+            self._release_passed_events()
+            keep = []
+            for seg in self._segments:
+                pool = self._free.get((seg.stream, seg.small), [])
+                whole = [b for b in pool if b.segment is seg and b.prev is None and b.next is None]
+                if whole:
+                    pool.remove(whole[0])
+                    self.reserved -= seg.allocation.size
+                    seg.allocation.free()
+                else:
+                    keep.append(seg)
+            self._segments = keep
+
+    def stats(self) -> dict:
+        return {"allocated": self.allocated, "reserved": self.reserved, "peak": self.peak,
+                "segments": len(self._segments), "driver_allocs": self.driver_allocs}
+
+
+_allocators: dict = {}
+_lock = threading.Lock()
+
+
+def get_allocator() -> CachingAllocator:
+    """The caching allocator of the current device context."""
+    drv, ctx = ensure_context()
+    key = (id(drv), ctx.ordinal, ctx.generation)
+    with _lock:
+        alloc = _allocators.get(key)
+        if alloc is None:
+            alloc = _allocators[key] = CachingAllocator()
+    return alloc
+
+
+def memory_stats() -> dict:
+    """allocated, reserved and peak bytes (and segments, driver_allocs) of the current device."""
+    return get_allocator().stats()
+
+
+def empty_cache() -> None:
+    get_allocator().empty_cache()

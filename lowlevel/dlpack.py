@@ -1,0 +1,184 @@
+"""DLPack: hand tensors to other libraries and take theirs, without copying.
+
+A DLPack capsule holds a DLManagedTensor: a pointer, device, dtype, shape and strides, and
+a deleter the consumer calls when it is done. These are the C structs of dlpack.h, built
+with ctypes; the capsule is a PyCapsule named "dltensor" (renamed "used_dltensor" by the
+consumer that takes it).
+"""
+import ctypes
+import itertools
+import threading
+
+import numpy as np
+
+from . import dtypes as dt
+
+KDL_CPU, KDL_CUDA, KDL_CUDA_HOST = 1, 2, 3
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    pass
+
+
+Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", Deleter)]
+
+_CAPSULE_NAME = b"dltensor"
+_USED_NAME = b"used_dltensor"
+# The destructor gets the capsule as a raw pointer: it runs while the capsule is being
+# freed, when making a Python object of it again would resurrect it.
+CapsuleDestructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+_api = ctypes.pythonapi
+_api.PyCapsule_New.restype = ctypes.py_object
+_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, CapsuleDestructor]
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_SetName.restype = ctypes.c_int
+_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_raw_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
+_raw_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
+
+
+def device_code(device) -> tuple[int, int]:
+    """(DLDeviceType, id) of a lowlevel device."""
+    if device.type == "cpu":
+        return (KDL_CPU, 0)
+    if device.type == "cuda":
+        return (KDL_CUDA, device.index or 0)
+    raise TypeError(f"device {device} has no DLPack device type")
+
+
+# ---- producing -------------------------------------------------------------------------------------
+_exported: dict[int, tuple] = {}          # manager_ctx id -> (tensor, struct, shape, strides)
+_ids = itertools.count(1)
+_lock = threading.Lock()
+
+
+def _delete(managed_ptr) -> None:
+    with _lock:
+        _exported.pop(managed_ptr.contents.manager_ctx, None)
+
+
+_deleter = Deleter(_delete)
+
+
+def _capsule_destructor(capsule) -> None:
+    # Only a capsule no one consumed still has its own name: then the producer cleans up.
+    if _raw_is_valid(capsule, _CAPSULE_NAME):
+        ptr = _raw_get_pointer(capsule, _CAPSULE_NAME)
+        managed = ctypes.cast(ptr, ctypes.POINTER(DLManagedTensor))
+        managed.contents.deleter(managed)
+
+
+_destructor = CapsuleDestructor(_capsule_destructor)
+
+
+def to_dlpack(tensor, stream=None):
+    """A DLPack capsule viewing `tensor`. For CUDA, `stream` is the consumer's stream: work
+    queued there after this call will see the tensor's data (an event orders them)."""
+    kind, index = device_code(tensor.device)
+    if kind == KDL_CUDA and stream not in (None, -1):
+        from .cuda import Event, current_stream
+        from .cuda.context import ensure_context
+        producer = current_stream()
+        consumer = 0 if stream == 1 else stream
+        if (0 if producer is None else producer.handle) != consumer:
+            ready = Event(timing=False).record(producer)
+            drv, _ = ensure_context()
+            drv.cuStreamWaitEvent(consumer, ready.handle, 0)
+    shape = (ctypes.c_int64 * max(1, tensor.ndim))(*tensor.shape)
+    strides = (ctypes.c_int64 * max(1, tensor.ndim))(*tensor.strides)
+    managed = DLManagedTensor()
+    t = managed.dl_tensor
+    if kind == KDL_CUDA:
+        t.data = tensor.storage.ptr
+    else:
+        t.data = tensor.storage.host.ctypes.data
+    t.byte_offset = tensor.offset * tensor.dtype.itemsize
+    t.device = DLDevice(kind, index)
+    t.ndim = tensor.ndim
+    t.dtype = DLDataType(tensor.dtype.dlpack_code, 8 * tensor.dtype.itemsize, 1)
+    t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+    t.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
+    with _lock:
+        key = next(_ids)
+        _exported[key] = (tensor, managed, shape, strides)
+    managed.manager_ctx = key
+    managed.deleter = _deleter
+    return _api.PyCapsule_New(ctypes.addressof(managed), _CAPSULE_NAME, _destructor)
+
+
+# ---- consuming -------------------------------------------------------------------------------------
+_DTYPES = {(d.dlpack_code, 8 * d.itemsize): d for d in dt.ALL}
+
+
+class _ForeignMemory:
+    """Keeps a consumed DLManagedTensor alive; calls its deleter when the tensor goes."""
+
+    def __init__(self, managed_ptr):
+        self.managed = managed_ptr
+
+    def __del__(self):
+        m = self.managed.contents
+        if m.deleter:
+            m.deleter(self.managed)
+
+
+def from_dlpack(obj):
+    """A lowlevel tensor viewing the memory of any object with __dlpack__ (no copy)."""
+    from .tensor import Device, Storage, Tensor
+    capsule = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
+    ptr = _api.PyCapsule_GetPointer(capsule, _CAPSULE_NAME)
+    _api.PyCapsule_SetName(capsule, _USED_NAME)
+    managed = ctypes.cast(ptr, ctypes.POINTER(DLManagedTensor))
+    t = managed.contents.dl_tensor
+    dtype = _DTYPES.get((t.dtype.code, t.dtype.bits))
+    if dtype is None or t.dtype.lanes != 1:
+        raise TypeError(f"DLPack dtype code {t.dtype.code} bits {t.dtype.bits} lanes {t.dtype.lanes} is not supported")
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    if t.strides:
+        strides = tuple(t.strides[i] for i in range(t.ndim))
+    else:
+        strides, step = [], 1
+        for s in reversed(shape):
+            strides.insert(0, step)
+            step *= s
+    keeper = _ForeignMemory(managed)
+    storage = Storage.__new__(Storage)
+    storage.block, storage.host, storage.keeper = None, None, keeper
+    base = (t.data or 0) + t.byte_offset
+    span = (1 + sum((s - 1) * st for s, st in zip(shape, strides) if s > 0)) * dtype.itemsize if all(shape) else 0
+    storage.nbytes = span
+    if t.device.device_type == KDL_CPU:
+        storage.device = Device("cpu")
+        storage.host = np.ctypeslib.as_array((ctypes.c_uint8 * max(1, span)).from_address(base)) if span else \
+            np.zeros(1, np.uint8)
+    elif t.device.device_type == KDL_CUDA:
+        storage.device = Device("cuda", t.device.device_id)
+        storage.block = type("ForeignBlock", (), {"ptr": base})()
+        storage.allocator = _NoFree()
+    else:
+        raise TypeError(f"DLPack device type {t.device.device_type} is not supported")
+    return Tensor(storage, shape, strides, 0, dtype)
+
+
+class _NoFree:
+    """Foreign device memory is freed by its owner (through the DLPack deleter), not by us."""
+
+    def free(self, block):
+        pass

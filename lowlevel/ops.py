@@ -1,0 +1,179 @@
+"""Layer 1, the frontend ops: validate in Python, then hand the call to the dispatcher.
+
+Every check here runs before any driver call: operands on different devices, of different
+dtypes, or of shapes that do not broadcast (or do not multiply) raise a Python error that
+names both operands. Python numbers are accepted as the other operand of arithmetic and
+take the tensor's dtype and device.
+"""
+import builtins
+import time
+
+import numpy as np
+
+from . import dispatch, trace
+from .tensor import Tensor, from_numpy_values
+
+
+def _describe(x) -> str:
+    return f"{tuple(x.shape)} {x.dtype.name} on {x.device}" if isinstance(x, Tensor) else repr(x)
+
+
+def broadcast_shapes(op: str, a: tuple, b: tuple) -> tuple:
+    out = []
+    for i in range(1, builtins.max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and 1 not in (x, y):
+            raise ValueError(f"{op}: shapes {tuple(a)} and {tuple(b)} do not broadcast "
+                             f"(dimension -{i}: {x} vs {y})")
+        out.append(builtins.max(x, y) if 0 not in (x, y) else 0)
+    return tuple(reversed(out))
+
+
+def _same_device_and_dtype(op: str, a: Tensor, b: Tensor) -> None:
+    if a.device != b.device:
+        raise ValueError(f"{op}: operands are on different devices: a is {_describe(a)}, b is {_describe(b)}")
+    if a.dtype is not b.dtype:
+        raise TypeError(f"{op}: operands have different dtypes: a is {_describe(a)}, b is {_describe(b)}; "
+                        f"convert one with .to(dtype)")
+
+
+def _binary(op: str, a, b) -> Tensor:
+    start = time.perf_counter()
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise TypeError(f"{op}: needs at least one tensor, got {type(a).__name__} and {type(b).__name__}")
+    for x in (a, b):
+        if not isinstance(x, (Tensor, int, float, bool, np.number)):
+            raise TypeError(f"{op}: cannot combine a tensor with {type(x).__name__}")
+    like = a if isinstance(a, Tensor) else b
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        _same_device_and_dtype(op, a, b)
+        broadcast_shapes(op, a.shape, b.shape)
+    # A Python number becomes a 0-d tensor of the other operand's dtype and device.
+    a, b = (x if isinstance(x, Tensor) else from_numpy_values(np.array(x), like.dtype, like.device) for x in (a, b))
+    trace.note_validation(op, time.perf_counter() - start)
+    return dispatch.call(op, a, b)
+
+
+def add(a, b) -> Tensor:
+    return _binary("add", a, b)
+
+
+def sub(a, b) -> Tensor:
+    return _binary("sub", a, b)
+
+
+def mul(a, b) -> Tensor:
+    return _binary("mul", a, b)
+
+
+def div(a, b) -> Tensor:
+    return _binary("div", a, b)
+
+
+def maximum(a, b) -> Tensor:
+    return _binary("maximum", a, b)
+
+
+def _unary(op: str, x, floats_only: bool = False) -> Tensor:
+    start = time.perf_counter()
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
+    if floats_only and not x.dtype.is_float:
+        raise TypeError(f"{op}: needs a floating-point tensor, got {_describe(x)}")
+    trace.note_validation(op, time.perf_counter() - start)
+    return dispatch.call(op, x)
+
+
+def neg(x) -> Tensor:
+    return _unary("neg", x)
+
+
+def relu(x) -> Tensor:
+    return _unary("relu", x)
+
+
+def exp(x) -> Tensor:
+    return _unary("exp", x, floats_only=True)
+
+
+def _reduction(op: str, x, dim, keepdim: bool) -> Tensor:
+    start = time.perf_counter()
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
+    if dim is not None:
+        if not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"{op}: dim must be an int or None, got {dim!r}")
+        if not -x.ndim <= dim < builtins.max(1, x.ndim):
+            raise IndexError(f"{op}: dim {dim} is out of range for a tensor of shape {x.shape}")
+        dim = int(dim) % builtins.max(1, x.ndim)
+    if op == "mean" and not x.dtype.is_float:
+        raise TypeError(f"mean: needs a floating-point tensor, got {_describe(x)}")
+    if op == "max" and (x.numel() == 0 or (dim is not None and x.shape[dim] == 0)):
+        raise ValueError(f"max: the reduced dimension of {_describe(x)} is empty")
+    trace.note_validation(op, time.perf_counter() - start)
+    return dispatch.call(op, x, dim=dim, keepdim=bool(keepdim))
+
+
+def sum(x, dim=None, keepdim=False) -> Tensor:       # noqa: A001 - the op's name
+    return _reduction("sum", x, dim, keepdim)
+
+
+def mean(x, dim=None, keepdim=False) -> Tensor:
+    return _reduction("mean", x, dim, keepdim)
+
+
+def max(x, dim=None, keepdim=False) -> Tensor:       # noqa: A001
+    """The largest value (over everything, or along dim); NaN if any is NaN."""
+    return _reduction("max", x, dim, keepdim)
+
+
+def softmax(x, dim=-1) -> Tensor:
+    start = time.perf_counter()
+    if not isinstance(x, Tensor) or not x.dtype.is_float:
+        raise TypeError(f"softmax: needs a floating-point tensor, got {_describe(x)}")
+    if x.ndim == 0 or not -x.ndim <= dim < x.ndim:
+        raise IndexError(f"softmax: dim {dim} is out of range for a tensor of shape {x.shape}")
+    trace.note_validation("softmax", time.perf_counter() - start)
+    return dispatch.call("softmax", x, dim=dim % x.ndim)
+
+
+def matmul(a, b) -> Tensor:
+    """Matrix product: 1-D x 1-D (dot), 2-D x 2-D, and batched 3-D (a 2-D operand broadcasts)."""
+    start = time.perf_counter()
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError(f"matmul: needs two tensors, got {type(a).__name__} and {type(b).__name__}")
+    _same_device_and_dtype("matmul", a, b)
+    if not (1 <= a.ndim <= 3 and 1 <= b.ndim <= 3):
+        raise ValueError(f"matmul: supports 1-D to 3-D operands, got a {a.shape} and b {b.shape}")
+    k_a = a.shape[-1]
+    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if k_a != k_b:
+        raise ValueError(f"matmul: a is {a.shape} and b is {b.shape}: inner dimensions {k_a} and {k_b} differ")
+    if a.ndim == 3 and b.ndim == 3 and a.shape[0] != b.shape[0]:
+        raise ValueError(f"matmul: batch sizes differ: a is {a.shape}, b is {b.shape}")
+    trace.note_validation("matmul", time.perf_counter() - start)
+    return dispatch.call("matmul", a, b)
+
+
+# The ops above named sum and max shadow the builtins in this module; the code above uses
+# builtins.max explicitly for that reason.
+
+
+# ---- data movement (used by Tensor methods) -----------------------------------------------------
+def contiguous(x: Tensor) -> Tensor:
+    return dispatch.call("contiguous", x)
+
+
+def cast(x: Tensor, dtype) -> Tensor:
+    return dispatch.call("cast", x, dtype=dtype)
+
+
+def copy_to_device(x: Tensor, device) -> Tensor:
+    """Cross-device copies go through the host side explicitly: device -> host -> device."""
+    if x.device.type != "cpu" and device.type != "cpu":
+        return copy_to_device(copy_to_device(x, type(device)("cpu")), device)
+    if x.device.type == "cpu":
+        return dispatch.redispatch("to_device", dispatch.KeySet([dispatch.backend_for(device.type)]), x,
+                                   device=device)
+    return dispatch.call("to_host", x)
