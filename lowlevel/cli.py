@@ -78,6 +78,13 @@ def cmd_ptx(args) -> int:
     return 0
 
 
+def cmd_trace(args) -> int:
+    """One op followed through the five layers, with what each cost."""
+    from lowlevel import tracing
+    print(tracing.run(args.op, size=args.size, dtype=args.dtype, device=args.device))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="lowlevel", description="Drive a GPU from the CUDA driver API up.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -91,6 +98,13 @@ def main(argv=None) -> int:
     ptx.add_argument("-o", "--output", help="where --emit writes")
     ptx.add_argument("-O", "--option", action="append", default=[], help="an NVRTC option for .cu files (repeatable)")
     ptx.set_defaults(run=cmd_ptx)
+    from lowlevel.tracing import OPS
+    trace = sub.add_parser("trace", help="run one op and show what each of the five layers did and cost")
+    trace.add_argument("op", choices=OPS)
+    trace.add_argument("--size", type=int, default=1024, help="square inputs of this size (default 1024)")
+    trace.add_argument("--dtype", default="float32", choices=("float32", "float16"))
+    trace.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    trace.set_defaults(run=cmd_trace)
     args = parser.parse_args(argv)
     if getattr(args, "emit", None) and not args.output:
         parser.error("--emit needs -o OUT")
