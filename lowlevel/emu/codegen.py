@@ -57,6 +57,7 @@ class Block:
     reads: tuple = ()            # register slots loaded by the block
     writes: tuple = ()           # register slots stored back
     n_instructions: int = 0
+    barrier: tuple | None = None     # (id, thread count or 0) when the block ends in bar.sync
 
 
 @dataclass
@@ -67,6 +68,11 @@ class CompiledKernel:
     slot_dtypes: list                      # storage dtype per slot
     specials: dict[str, int]               # special register name -> slot
     instructions: list[Instruction] = field(default_factory=list)   # by id, for faults
+    layout: object = None                  # spaces.Layout: shared/local variable offsets
+    namespace: dict = field(default=None, repr=False)   # globals of the generated code
+    global_names: dict = field(default_factory=dict)    # module variable -> namespace name
+    uses_shared: bool = False              # touches shared memory (by name or address)
+    uses_local: bool = False
 
     @property
     def exit_pc(self) -> int:
@@ -142,6 +148,8 @@ class _BlockGen:
     def read(self, ins: Instruction, op, ptype: str) -> str:
         """An expression for operand `op` seen as PTX type `ptype` (a numpy value of
         the view dtype: uint for .u/.b, int for .s, float for .f, bool for .pred)."""
+        if isinstance(op, Reg) and op.name in SPECIAL_READERS:     # %clock, %lanemask_lt...
+            return SPECIAL_READERS[op.name](self, ins, ptype)
         size, kind = TYPES[ptype]
         if isinstance(op, Reg):
             s = self.slot(ins, op)
@@ -222,6 +230,8 @@ def _view_dtype(ptype: str):
 def _imm_value(ins: Instruction, imm: Imm, ptype: str):
     size, kind = TYPES[ptype]
     if kind == "pred":
+        if not imm.is_float:
+            return np.bool_(imm.value != 0)     # mov.pred %p, 0 / -1 (what nvcc emits)
         raise PtxError(ins.line, f"immediate {imm} used as a predicate: {ins.text}")
     if kind == "f":
         if size not in (4, 8):
@@ -451,8 +461,6 @@ def emit_div_rem(g: _BlockGen, ins: Instruction) -> None:
         mode = m.take("approx", "full", "rn", "rz", "rm", "rp")
         ftz = m.take("ftz")
         m.done()
-        if mode in ("rz", "rm", "rp"):
-            raise unsupported(ins, f"directed rounding .{mode} for division")
         if mode is None and t == "f64":
             raise PtxError(ins.line, f"div.f64 needs a rounding modifier: {ins.text}")
         if t == "f64" and ftz:
@@ -461,7 +469,7 @@ def emit_div_rem(g: _BlockGen, ins: Instruction) -> None:
         if ftz:
             x, y = f"_flush({x})", f"_flush({y})"
         # .approx and .full are within 2 ulp; the correctly rounded quotient satisfies that.
-        expr = f"({x} / {y})"
+        expr = f"_div_dir({x}, {y}, {mode!r})" if mode in ("rz", "rm", "rp") else f"({x} / {y})"
         if ftz:
             expr = f"_flush({expr})"
         g.write(ins, d, expr, t, guard)
@@ -506,11 +514,12 @@ def emit_unary(g: _BlockGen, ins: Instruction) -> None:
             g.write(ins, d, f"({g.const(numerics.UINT[size](0))} - {g.read(ins, a, ut)})", ut, guard)
         return
     ftz = m.take("ftz")
-    if t == "f64" and ftz:
+    if t == "f64" and ftz and not (op in ("rcp", "rsqrt") and "approx" in ins.mods):
         raise unsupported(ins, ".ftz on f64")
     x = g.read(ins, a, t)
+    flush = "_flush64" if t == "f64" else "_flush"
     if ftz:
-        x = f"_flush({x})"
+        x = f"{flush}({x})"
     ut = f"u{bits}"
     sign = g.const(numerics.UINT[size](1 << (bits - 1)))
     if op in ("abs", "neg"):
@@ -522,8 +531,8 @@ def emit_unary(g: _BlockGen, ins: Instruction) -> None:
     approx = m.take("approx")
     rnd = m.take(*_ROUND_F)
     m.done()
-    if rnd in ("rz", "rm", "rp"):
-        raise unsupported(ins, f"directed rounding .{rnd}")
+    if rnd in ("rz", "rm", "rp") and op not in ("sqrt", "rcp"):
+        raise PtxError(ins.line, f"{op} takes no rounding modifier: {ins.text}")
     if op in ("sqrt", "rcp") and not (approx or rnd):
         raise PtxError(ins.line, f"{op} needs .approx or a rounding modifier: {ins.text}")
     if op in ("rsqrt", "ex2", "lg2", "sin", "cos", "tanh") and not approx:
@@ -531,10 +540,14 @@ def emit_unary(g: _BlockGen, ins: Instruction) -> None:
     if op in ("ex2", "lg2", "sin", "cos", "tanh") and t != "f32":
         raise unsupported(ins, f"{op} on .{t}")
     fdt = f"_F{bits}"
+    # The approximations are computed in f64 and rounded once: within 0.5 ulp of f32
+    # (f64 for rcp/rsqrt.approx.f64), inside every bound the ISA documents for them (e.g.
+    # ex2 2 ulp, lg2/sin/cos 2^-22.x absolute, rsqrt 2^-22.9 relative, tanh 2^-11).
     if op == "sqrt":
-        expr = f"_sqrt({x})"
+        expr = f"_sqrt_dir({x}, {rnd!r})" if rnd in ("rz", "rm", "rp") else f"_sqrt({x})"
     elif op == "rcp":
-        expr = f"({g.const(numerics.FLOAT[size](1))} / {x})"
+        one = g.const(numerics.FLOAT[size](1))
+        expr = f"_div_dir({one}, {x}, {rnd!r})" if rnd in ("rz", "rm", "rp") else f"({one} / {x})"
     elif op == "rsqrt":
         expr = f"(1.0 / _sqrt({x}.astype(_F64))).astype({fdt})" if t == "f32" else \
             f"({g.const(np.float64(1))} / _sqrt({x}))"
@@ -542,7 +555,7 @@ def emit_unary(g: _BlockGen, ins: Instruction) -> None:
         fn = {"ex2": "_exp2", "lg2": "_log2", "sin": "_sin", "cos": "_cos", "tanh": "_tanh"}[op]
         expr = f"{fn}({x}.astype(_F64)).astype(_F32)"
     if ftz:
-        expr = f"_flush({expr})"
+        expr = f"{flush}({expr})"
     g.write(ins, d, expr, t, guard)
 
 
@@ -815,122 +828,8 @@ def emit_cvt(g: _BlockGen, ins: Instruction) -> None:
     g.write(ins, d, expr, dt, guard)
 
 
-def emit_cvta(g: _BlockGen, ins: Instruction) -> None:
-    m = _Mods(ins)
-    to = m.take("to")
-    space = m.take("global", "shared", "local", "const", "param")
-    t = m.one_type({"u32", "u64"})
-    m.done()
-    if space != "global":
-        raise unsupported(ins, f".{space} addresses" if space else "missing state space")
-    if t != "u64":
-        raise unsupported(ins, "32-bit addresses")
-    d, a = _operands(ins, 2)
-    if isinstance(a, Sym):
-        raise unsupported(ins, f"address of variable {a.name}")
-    # Global and generic addresses are the same numbers here: identity.
-    del to
-    g.write(ins, d, g.read(ins, a, "u64"), "u64", g.guard(ins))
-
-
-def _parse_memory_mods(ins: Instruction, m: _Mods):
-    space = m.take("global", "param", "shared", "local", "const", "generic", "tex")
-    m.take_all(_CACHE_MODS)
-    m.take_all({"L1", "L2", "level"})              # L1::no_allocate, L2::128B, ...
-    if m.take("unified"):
-        pass
-    vec = m.take("v2", "v4", "v8")
-    t = m.one_type()
-    m.done()
-    if space not in (None, "global", "param", "generic"):
-        raise unsupported(ins, f".{space} memory (not supported yet)")
-    if t in _HALF_TYPES or t == "pred" or t == "b128":
-        raise unsupported(ins, f".{t} accesses")
-    if vec == "v8":
-        raise unsupported(ins, ".v8 accesses")
-    return space or "generic", int(vec[1:]) if vec else 1, t
-
-
-def _address_expr(g: _BlockGen, ins: Instruction, addr) -> str:
-    if not isinstance(addr, Addr):
-        raise PtxError(ins.line, f"expected an address [..]: {ins.text}")
-    if isinstance(addr.base, Sym):
-        raise unsupported(ins, f"addressing variable {addr.base.name}")
-    if addr.base is None:
-        return g.const(np.uint64(addr.offset & (2 ** 64 - 1)))
-    base = g.read(ins, addr.base, "u64")
-    if addr.offset:
-        return f"({base} + {g.const(np.uint64(addr.offset & (2 ** 64 - 1)))})"
-    return base
-
-
-def emit_ld(g: _BlockGen, ins: Instruction) -> None:
-    m = _Mods(ins)
-    space, vec, t = _parse_memory_mods(ins, m)
-    ops = ins.operands
-    if len(ops) == 3 and any(x.startswith("L2::cache_hint") for x in ins.mods):
-        ops = ops[:2]                             # the cache-policy operand: a hint
-    if len(ops) != 2:
-        raise PtxError(ins.line, f"ld takes 2 operands: {ins.text}")
-    d, addr = ops
-    guard = g.guard(ins)
-    size, kind = TYPES[t]
-    dests = d.elems if isinstance(d, Vec) else [d]
-    if len(dests) != vec:
-        raise PtxError(ins.line, f"ld.v{vec} needs {vec} destinations: {ins.text}")
-    raw_t = f"u{size * 8}" if kind != "s" else t
-    if space == "param":
-        if not (isinstance(addr, Addr) and isinstance(addr.base, Sym)):
-            raise unsupported(ins, "ld.param through a register address")
-        p = next((p for p in g.ck.kernel.params if p.name == addr.base.name), None)
-        if p is None:
-            raise PtxError(ins.line, f"unknown parameter {addr.base.name}: {ins.text}")
-        off = p.offset + addr.offset
-        if addr.offset < 0 or addr.offset + size * vec > p.size:
-            raise PtxError(ins.line, f"ld.param reads past parameter {p.name}: {ins.text}")
-        for i, e in enumerate(dests):
-            value = f"C.param({off + i * size}, {_view_name(raw_t)})"
-            g.write(ins, e, value, raw_t, guard)
-        return
-    a = _address_expr(g, ins, addr)
-    iid = g.ns["_register_instruction"](ins)
-    tmp = g.fresh()
-    gexpr = guard if guard is not None else "None"
-    g.emit(f"{tmp} = C.load({a}, {size}, {vec}, {iid}, {gexpr})")
-    for i, e in enumerate(dests):
-        col = tmp if vec == 1 else f"{tmp}[:, {i}]"
-        value = col if kind != "s" else f"{col}.view({_view_name(t)})"
-        g.write(ins, e, value, raw_t, guard)
-
-
-def emit_st(g: _BlockGen, ins: Instruction) -> None:
-    m = _Mods(ins)
-    space, vec, t = _parse_memory_mods(ins, m)
-    if space == "param":
-        raise unsupported(ins, "st.param (function calls are not supported yet)")
-    ops = ins.operands
-    if len(ops) == 3 and any(x.startswith("L2::cache_hint") for x in ins.mods):
-        ops = ops[:2]
-    if len(ops) != 2:
-        raise PtxError(ins.line, f"st takes 2 operands: {ins.text}")
-    addr, src = ops
-    guard = g.guard(ins)
-    size, kind = TYPES[t]
-    srcs = src.elems if isinstance(src, Vec) else [src]
-    if len(srcs) != vec or None in srcs:
-        raise PtxError(ins.line, f"st.v{vec} needs {vec} sources: {ins.text}")
-    ut = f"u{size * 8}"
-    values = []
-    for s in srcs:
-        if isinstance(s, Imm) and kind == "f":
-            values.append(f"{g.read(ins, s, t)}.view(_U{size * 8})")
-        else:
-            values.append(g.read(ins, s, ut))
-    a = _address_expr(g, ins, addr)
-    iid = g.ns["_register_instruction"](ins)
-    gexpr = guard if guard is not None else "None"
-    value = values[0] if vec == 1 else "(" + ", ".join(values) + ",)"
-    g.emit(f"C.store({a}, {size}, {vec}, {value}, {iid}, {gexpr})")
+# ld, st, cvta (every state space), atom, red, bar/barrier and `mov` of a variable's
+# address: memops.py (imported at the end of this file).
 
 
 def emit_trap(g: _BlockGen, ins: Instruction) -> None:
@@ -957,10 +856,15 @@ EMITTERS = {
     "and": emit_logic, "or": emit_logic, "xor": emit_logic,
     "shl": emit_shift, "shr": emit_shift,
     "setp": emit_setp, "set": emit_set, "selp": emit_selp,
-    "mov": emit_mov, "cvt": emit_cvt, "cvta": emit_cvta,
-    "ld": emit_ld, "st": emit_st, "trap": emit_trap,
+    "mov": emit_mov, "cvt": emit_cvt, "trap": emit_trap,
     "membar": emit_nop, "fence": emit_nop,
 }
+
+# Extension modules (bits.py, warp.py, halfprec.py, calls.py; imported at the end of this
+# file) add emitters to EMITTERS, runtime helpers to EXTRA_NAMESPACE, and special registers
+# computed on the fly to SPECIAL_READERS (name -> fn(gen, ins, ptype) -> expression).
+EXTRA_NAMESPACE: dict = {}
+SPECIAL_READERS: dict = {}
 
 _TERMINATORS = {"bra", "ret", "exit"}
 
@@ -979,7 +883,7 @@ def split_blocks(k: Kernel) -> list[Block]:
             cur.labels.append(item)
             continue
         cur.instructions.append(item)
-        if item.opcode in _TERMINATORS:
+        if item.opcode in _TERMINATORS or ends_block(item):
             blocks.append(cur)
             cur = Block(len(blocks), [], [])
     if cur.instructions or cur.labels or not blocks:
@@ -1002,10 +906,11 @@ def _runtime_namespace() -> dict:
         "_flush": n.flush_f32, "_satf": n.saturate_f, "_fmin": n.fmin_ptx, "_fmax": n.fmax_ptx,
         "_f32_dir": n.f32_op_directed, "_f64_dir": n.f64_op_directed,
         "_fma_f32": n.fma_f32, "_fma_f64": n.fma_f64,
+        "_div_dir": n.div_directed, "_sqrt_dir": n.sqrt_directed, "_flush64": n.flush_f64,
         "_round_f64_to_f32": n.round_f64_to_f32, "_int_to_float": n.int_to_float,
         "_float_to_int": n.float_to_int, "_round_integral": n.round_float_to_integral,
         "_consts": {},
-    }
+    } | EXTRA_NAMESPACE
 
 
 def compile_kernel(k: Kernel) -> CompiledKernel:
@@ -1020,8 +925,10 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
     ck = CompiledKernel(k, split_blocks(k), slots, dtypes, {})
     labels = {lab: b.index for b in ck.blocks for lab in b.labels}
     exit_pc = len(ck.blocks)
+    ck.layout = kernel_layout(k)
 
     ns = _runtime_namespace()
+    ck.namespace = ns
 
     def register_instruction(ins: Instruction) -> int:
         ck.instructions.append(ins)
@@ -1048,6 +955,7 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
             emitter(g, ins)
         if ret is None:
             ret = str(block.index + 1 if block.index + 1 < exit_pc else exit_pc)
+        block.barrier = getattr(g, "barrier", None)
         block.reads = tuple(g.used)
         block.writes = tuple(g.written)
         block.n_instructions = len(block.instructions)
@@ -1095,3 +1003,7 @@ def _terminator(g: _BlockGen, ins: Instruction, block: Block, labels, exit_pc) -
     if ins.guard.negated:
         return f"({p}, {fall}, {target})"
     return f"({p}, {target}, {fall})"
+
+
+from . import bits, warp, halfprec, calls  # noqa: E402,F401  (they register themselves)
+from .memops import ends_block, kernel_layout  # noqa: E402  (ld/st/atom/red/bar/cvta spaces)

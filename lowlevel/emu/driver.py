@@ -103,6 +103,7 @@ class Context:
         self.functions: dict[int, "Function"] = {}
         self.pinned: dict[int, ctypes.Array] = {}      # host address -> buffer (cuMemAllocHost)
         self.sticky: tuple[int, str] | None = None
+        self.thread_instructions = 0        # executed by every kernel so far (for the trace)
         self._next = 0x100
 
     def new_handle(self) -> int:
@@ -595,6 +596,11 @@ def _load(module_out: int, image: int, slots: dict) -> None:
                f"at most {newest[0]}.{newest[1]}")
         _write_log(slots, "CU_JIT_ERROR_LOG_BUFFER", "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES", log)
         raise EmuError("CUDA_ERROR_UNSUPPORTED_PTX_VERSION", log)
+    from .spaces import allocate_globals
+    try:                     # module-scope .global/.const variables live in the context's memory
+        allocate_globals(ptx_module, ctx.memory)
+    except OutOfMemory:
+        raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", "no room for the module's global variables")
     _write_log(slots, "CU_JIT_INFO_LOG_BUFFER", "CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES", ptx_module.info_log())
     _write_log(slots, "CU_JIT_ERROR_LOG_BUFFER", "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES", "")
     handle = ctx.new_handle()
@@ -631,6 +637,8 @@ def cuModuleUnload(handle):
     ctx.synchronize()       # work using the module finishes before it goes away
     for fh in module.functions.values():
         ctx.functions.pop(fh, None)
+    from .spaces import free_globals
+    free_globals(module.ptx, ctx.memory)
     del ctx.modules[handle]
 
 
@@ -786,6 +794,10 @@ def cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream_handle, kernel
     def run():
         stats = run_kernel(module, name, grid=grid, block=block, params=params, memory=memory, shared_bytes=shared)
         ctx.last_launch_stats = (name, stats)
+        ctx.thread_instructions += stats.thread_instructions
+        if stats.printed:                   # device printf: on stdout when the kernel completes
+            sys.stdout.write(stats.printed)
+            sys.stdout.flush()
     ctx.submit(stream, run, f"kernel {name}")
 
 
@@ -908,3 +920,9 @@ def cuEventElapsedTime(ms_out, start_handle, end_handle):
     if start.time_ns is None or end.time_ns is None:     # skipped after a fault
         raise EmuError("CUDA_ERROR_INVALID_HANDLE", "an event was never reached by its stream")
     _out(ctypes.c_float, ms_out, (end.time_ns - start.time_ns) / 1e6)
+
+
+def thread_instructions() -> int:
+    """Thread-instructions executed so far by kernels of this thread's current context."""
+    ctx = getattr(_thread, "context", None)
+    return 0 if ctx is None else ctx.thread_instructions

@@ -14,13 +14,23 @@ Control flow (see codegen.py for what a block is):
   scatter what it wrote. Lowest-PC-first reconverges if/else and loops with different trip
   counts at their join points; once every live lane shares one PC we return to the
   converged path.
-- Barriers (next issue) will be a PC state: a lane that reaches `bar.sync` parks at the
-  block after it until every live lane of its CTA has arrived; `_run_divergent` is where
-  that wait goes.
+- Barriers: `bar.sync` ends its basic block. On the converged path a barrier is free (every
+  live lane of every CTA is there). On the divergent path a lane that finishes a barrier
+  block parks with pc = exit_pc + 1 + (barrier block); lanes parked that way sort after all
+  runnable lanes, so lowest-PC-first runs everything else first. When no lane is runnable,
+  each CTA's parked lanes are released (to the block after their barrier) where the
+  barrier is complete: all non-exited lanes of the CTA wait on that barrier id (exited
+  threads count as arrived), or, with a thread count, that many have arrived. If nothing
+  can be released, the CTA can never proceed: a deadlock, reported as a KernelFault.
+- Watchdog: LOWLEVEL_EMU_WATCHDOG_S (default 60 s of wall time per launch, 0 = off) turns
+  a kernel that never finishes into CUDA_ERROR_LAUNCH_TIMEOUT; checked every 256 steps.
+- Shared, local and generic memory and atomics: spaces.py; racecheck: racecheck.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,6 +38,7 @@ from .codegen import CompiledKernel
 from .faults import KernelFault
 from .memory import AccessFault, DeviceMemory
 from .ptx_parser import PtxModule
+from .spaces import SpacesMixin, allocate_globals
 
 BATCH_BYTES = 256 << 20          # register-file budget for one batch
 MAX_BATCH_LANES = 1 << 20        # beyond this numpy gains nothing and memory grows
@@ -42,6 +53,8 @@ class LaunchStats:
     batches: int = 0
     ctas: int = 0
     threads: int = 0
+    races: list = field(default_factory=list)   # racecheck reports (LOWLEVEL_EMU_RACECHECK=1)
+    printed: str = ""                # printf output, in thread order (calls.py)
 
 
 def _dims(v, what) -> tuple[int, int, int]:
@@ -75,19 +88,28 @@ def run_kernel(mod: PtxModule, name: str, grid, block, params: bytes,
     if len(params) < k.param_size:
         raise ValueError(f"{name}: parameter buffer has {len(params)} bytes, "
                          f"kernel needs {k.param_size}")
-    del shared_bytes               # no shared memory yet: kernels using it are refused
+    if mod.globals and getattr(mod, "symbols", None) is None:
+        allocate_globals(mod, memory)           # engine used without the driver
 
-    launch = _Launch(ck, grid, block, params, memory)
+    launch = _Launch(ck, grid, block, params, memory, int(shared_bytes))
     with np.errstate(all="ignore"):
         launch.run()
     return launch.stats
 
 
-class _Launch:
+def _watchdog_limit() -> float:
+    try:
+        return float(os.environ.get("LOWLEVEL_EMU_WATCHDOG_S", "60"))
+    except ValueError:
+        return 60.0
+
+
+class _Launch(SpacesMixin):
     """One kernel launch: the batch loop, the scheduler, and the context `C` that the
     generated blocks call for parameters, memory accesses and traps."""
 
-    def __init__(self, ck: CompiledKernel, grid, block, params: bytes, memory: DeviceMemory):
+    def __init__(self, ck: CompiledKernel, grid, block, params: bytes, memory: DeviceMemory,
+                 shared_bytes: int = 0):
         self.ck = ck
         self.name = ck.kernel.name
         self.grid, self.block = grid, block
@@ -96,7 +118,8 @@ class _Launch:
         self.threads_per_cta = block[0] * block[1] * block[2]
         self.padded = -(-self.threads_per_cta // WARP) * WARP
         self.n_ctas = grid[0] * grid[1] * grid[2]
-        per_lane = 2 * ck.bytes_per_thread + 48
+        self.init_spaces(shared_bytes)
+        per_lane = 2 * ck.bytes_per_thread + 48 + self.spaces_bytes_per_lane()
         lanes = min(MAX_BATCH_LANES, BATCH_BYTES // per_lane)
         self.ctas_per_batch = max(1, lanes // self.padded)
         self.stats = LaunchStats(ctas=self.n_ctas, threads=self.n_ctas * self.threads_per_cta)
@@ -106,6 +129,12 @@ class _Launch:
         self.lanes = None           # batch lane of each current lane (gathered), or None
         self.n = 0                  # number of current lanes
         self.first_cta = 0
+        limit = _watchdog_limit()
+        self.watchdog_s = limit
+        self.deadline = time.monotonic() + limit if limit > 0 else None
+        if os.environ.get("LOWLEVEL_EMU_RACECHECK", "") not in ("", "0"):
+            from .racecheck import RaceCheck
+            self.race = RaceCheck(self)
 
     # -- batches ----------------------------------------------------------------------
     def run(self) -> None:
@@ -164,6 +193,7 @@ class _Launch:
             live = np.tile(np.arange(self.padded) < self.threads_per_cta, count)
             nlive = count * self.threads_per_cta
         self.n_lanes = n_lanes
+        self.setup_spaces(count)
         pc, pcs = 0, None
         while True:             # alternate between the two paths until every lane exits
             if pcs is None:
@@ -188,11 +218,16 @@ class _Launch:
         self.lanes = None
         self.n = n_lanes
         self.active = live
+        race = self.race
         while pc != exit_pc:
             blk = blocks[pc]
             res = blk.fn(R, self)
             stats.thread_instructions += blk.n_instructions * nlive
             stats.block_steps += 1
+            if not stats.block_steps & 255:
+                self._watchdog(pc)
+            if race is not None and blk.barrier is not None:
+                race.barrier()
             if type(res) is int:
                 pc = res
                 continue
@@ -237,8 +272,13 @@ class _Launch:
         self.active = None
         while True:
             lowest = int(pcs.min())
-            if lowest == exit_pc:
-                return None
+            if lowest >= exit_pc:
+                if int(pcs.max()) == exit_pc:
+                    return None
+                self._release_barriers(pcs)         # every live lane waits at a barrier
+                continue
+            if not stats.block_steps & 255:
+                self._watchdog(lowest)
             at = pcs == lowest
             lanes = np.flatnonzero(at)
             nlive = int(np.count_nonzero(pcs != exit_pc))
@@ -264,7 +304,9 @@ class _Launch:
                     owned.add(s)
                 full[lanes] = S[s]
                 R[s] = full
-            if type(res) is int:
+            if blk.barrier is not None:
+                pcs[lanes] = exit_pc + 1 + lowest     # parked at the barrier
+            elif type(res) is int:
                 pcs[lanes] = res
             else:
                 p, taken, fallen = res
@@ -272,6 +314,53 @@ class _Launch:
                     pcs[lanes] = np.where(p, taken, fallen)
                 else:
                     pcs[lanes] = taken if p else fallen
+
+    def _release_barriers(self, pcs) -> None:
+        """No lane can run: release the CTAs' completed barriers, or report a deadlock."""
+        exit_pc = self.ck.exit_pc
+        blocks = self.ck.blocks
+        waiting = np.flatnonzero(pcs > exit_pc)
+        bblk = pcs[waiting] - (exit_pc + 1)
+        cta = waiting // self.padded
+        tables = getattr(self, "_bar_tables", None)
+        if tables is None:
+            tables = self._bar_tables = (
+                np.array([b.barrier[0] if b.barrier else 0 for b in blocks], np.int64),
+                np.array([b.barrier[1] if b.barrier else 0 for b in blocks], np.int64))
+        ids, counts = tables
+        bid, bcount = ids[bblk], counts[bblk]
+        live = (pcs.reshape(-1, self.padded) != exit_pc).sum(axis=1)
+        key = cta * 16 + bid
+        uniq, inverse, arrived = np.unique(key, return_inverse=True, return_counts=True)
+        need = np.where(bcount > 0, bcount, live[cta])
+        release = arrived[inverse] >= need
+        if not release.any():
+            c = int(cta[0])
+            mine = cta == c
+            where = sorted({(int(bb), int(b_id)) for bb, b_id in zip(bblk[mine], bid[mine])})
+            lines = ", ".join(
+                f"barrier {b_id} at PTX line {blocks[bb].instructions[-1].line} "
+                f"({int(np.count_nonzero(mine & (bblk == bb)))} threads)" for bb, b_id in where)
+            n_live = int(live[c])
+            raise KernelFault(
+                "CUDA_ERROR_LAUNCH_FAILED",
+                f"{self.name}: barrier deadlock in block {self.block_name(c)}: its "
+                f"{n_live} remaining threads wait at {lines}; none of these barriers can "
+                f"complete (exited threads count as arrived)")
+        pcs[waiting[release]] = bblk[release] + 1
+        if self.race is not None:
+            self.race.barrier(np.unique(cta[release]))
+
+    def _watchdog(self, pc) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            blk = self.ck.blocks[pc] if pc < len(self.ck.blocks) else None
+            where = f", threads at PTX line {blk.instructions[0].line}" \
+                if blk is not None and blk.instructions else ""
+            raise KernelFault(
+                "CUDA_ERROR_LAUNCH_TIMEOUT",
+                f"{self.name}: the launch ran longer than the watchdog limit of "
+                f"{self.watchdog_s:g} s (LOWLEVEL_EMU_WATCHDOG_S){where}; "
+                f"grid {self.grid}, block {self.block}")
 
     # -- the context the generated code calls --------------------------------------------
     def param(self, offset: int, dtype):
@@ -366,10 +455,19 @@ class _Launch:
                 f"{self.name}: {what} {nbytes}-byte {space} {kind} at {f.address:#x} "
                 f"by {self._who(lane)}, PTX line {ins.line}: {ins.text}") from None
 
+    def block_name(self, batch_cta: int) -> str:
+        cta = self.first_cta + batch_cta
+        gx, gy, _ = self.grid
+        return f"({cta % gx},{cta // gx % gy},{cta // (gx * gy)})"
+
     def _who(self, lane: int) -> str:
         """'block (x,y,z) thread (x,y,z)' of a current lane."""
         if self.lanes is not None:
             lane = int(self.lanes[lane])
+        return self.who_batch(lane)
+
+    def who_batch(self, lane: int) -> str:
+        """'block (x,y,z) thread (x,y,z)' of a lane of the batch."""
         cta = self.first_cta + lane // self.padded
         t = lane % self.padded
         gx, gy, _ = self.grid

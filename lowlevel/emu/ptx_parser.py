@@ -98,6 +98,15 @@ class Addr:
 
 
 @dataclass
+class ArgList:
+    """`(a, b)`: the return or argument list of a `call`."""
+    elems: list
+
+    def __str__(self):
+        return "(" + ", ".join(str(e) for e in self.elems) + ")"
+
+
+@dataclass
 class PredPair:
     """`%p|%q` destination of setp: q receives the complement."""
     p: Reg
@@ -145,6 +154,7 @@ class Variable:
     align: int
     init: bytes | None = None
     line: int = 0
+    extern: bool = False           # `.extern .shared ... name[]`: dynamic shared memory
 
 
 @dataclass
@@ -164,6 +174,8 @@ class Kernel:
     ptx_version: int = 0
     binary_version: int = 0
     compiled: object = field(default=None, repr=False)   # codegen.CompiledKernel (load_ptx)
+    module_shared: list = field(default_factory=list)    # module-scope .shared it may use
+    module_variables: dict = field(default_factory=dict, repr=False)  # name -> Variable
 
     @property
     def num_regs(self) -> int:
@@ -177,11 +189,16 @@ class Kernel:
 
     @property
     def shared_bytes(self) -> int:
-        return sum(v.size for v in self.variables if v.space == "shared")
+        """Static shared memory per CTA (function- and module-scope variables it uses)."""
+        return layout_variables(self.shared_variables)[1]
+
+    @property
+    def shared_variables(self) -> list:
+        return self.module_shared + [v for v in self.variables if v.space == "shared"]
 
     @property
     def local_bytes(self) -> int:
-        return sum(v.size for v in self.variables if v.space == "local")
+        return layout_variables([v for v in self.variables if v.space == "local"])[1]
 
     @property
     def max_threads_per_block(self) -> int:
@@ -196,6 +213,20 @@ class Kernel:
     @property
     def instruction_count(self) -> int:
         return sum(1 for item in self.body if isinstance(item, Instruction))
+
+
+def layout_variables(variables) -> tuple[dict, int]:
+    """Offsets of variables placed in declaration order, each at its alignment, and the
+    total size. `.extern` (dynamic shared) arrays take no room here: they all start at
+    the end of the static part (see spaces.py)."""
+    offsets, end = {}, 0
+    for v in variables:
+        if v.extern:
+            continue
+        end = -(-end // v.align) * v.align
+        offsets[v.name] = end
+        end += v.size
+    return offsets, end
 
 
 @dataclass
@@ -411,8 +442,16 @@ class _Parser:
             self.next()
             self.skip_line(t.line)
         elif d == ".section":
-            raise PtxError(t.line, "debug .section directives are not supported "
-                                   "(compile without -G / debug info)")
+            # DWARF debug sections (nvcc -G / -lineinfo): data for debuggers, skipped
+            self.next()
+            while self.tok.kind != "eof" and not self.at("{"):
+                self.next()
+            self.expect("{", "to open the .section")
+            depth = 1
+            while depth:
+                if self.tok.kind == "eof":
+                    raise PtxError(t.line, "unterminated .section")
+                depth += {"{": 1, "}": -1}.get(self.next().text, 0)
         elif d in (".visible", ".extern", ".weak", ".common"):
             self.next()
             self.module_statement_after_linkage(d)
@@ -430,10 +469,16 @@ class _Parser:
         elif t.text in (".global", ".const", ".shared", ".tex", ".surfref", ".texref",
                         ".samplerref", ".local"):
             var = self.variable(t.text[1:])
+            if var.space not in ("global", "const", "shared"):
+                raise PtxError(var.line, f"module-scope .{var.space} variable {var.name!r} "
+                                         "is not supported by the emulator")
+            if var.extern and var.space != "shared":
+                raise PtxError(var.line, f"variable {var.name!r} needs a size")
+            if var.space == "shared" and var.init is not None:
+                raise PtxError(var.line, f".shared variable {var.name!r} cannot be initialized")
+            if any(v.name == var.name for v in self.globals):
+                raise PtxError(var.line, f"duplicate definition of {var.name!r}")
             self.globals.append(var)
-            # The next issue runs module-scope variables; for now refuse rather than guess.
-            raise PtxError(var.line, f"module-scope .{var.space} variable {var.name!r} "
-                                     "is not supported yet by the emulator")
         elif t.kind == "eof":
             raise PtxError(t.line, "unexpected end of file")
         else:
@@ -461,27 +506,48 @@ class _Parser:
             raise PtxError(line, "variable declaration without a type")
         name = self.expect_kind("ident", "variable name").text
         count = 1
+        unsized = False
         while self.accept("["):
             if self.at("]"):
-                raise PtxError(line, f"array {name!r} needs a size")
-            count *= self.int_literal("array size")
+                unsized = True          # `name[]`: sized by its initializer, or dynamic shared
+            else:
+                count *= self.int_literal("array size")
             self.expect("]")
         elem = TYPES[vtype][0] * vec
         init = None
         if self.accept("="):
-            init = b""
-            # Initializers are parsed only far enough to report position; values later.
-            depth = 0
-            while not (depth == 0 and self.at(";")):
-                if self.tok.kind == "eof":
-                    raise PtxError(line, "unterminated initializer")
-                if self.at("{"):
-                    depth += 1
-                elif self.at("}"):
-                    depth -= 1
-                self.next()
+            values = self.initializer(line, name)
+            if unsized:
+                count = -(-len(values) // vec)
+            elif len(values) > count * vec:
+                raise PtxError(line, f"initializer of {name!r} has {len(values)} values "
+                                     f"for {count * vec} elements")
+            init = _pack_values(line, name, vtype, values)
+        elif unsized:
+            if space != "shared":
+                raise PtxError(line, f"array {name!r} needs a size")
+            count = 0                   # dynamic shared memory: sized at launch
         self.expect(";", "after variable declaration")
-        return Variable(name, space, vtype, elem * count, align or elem, init, line)
+        var = Variable(name, space, vtype, elem * count, align or elem, init, line)
+        var.extern = unsized and init is None
+        return var
+
+    def initializer(self, line: int, name: str) -> list:
+        """The flattened scalar values of `= 1`, `= {1, 2}`, `= {{1, 2}, {3, 4}}`."""
+        values = []
+        if self.accept("{"):
+            if not self.at("}"):
+                while True:
+                    values += self.initializer(line, name)
+                    if not self.accept(","):
+                        break
+            self.expect("}", f"to close the initializer of {name!r}")
+            return values
+        t = self.tok
+        if t.text == "-" or t.kind in ("int", "float", "fhex", "dhex"):
+            return [self.immediate()]
+        raise PtxError(line, f"initializer of {name!r}: only numeric constants are supported "
+                             f"by the emulator, found {t.text!r}")
 
     def function(self, is_entry: bool, linkage) -> None:
         start = self.tok
@@ -597,8 +663,11 @@ class _Parser:
             elif t.text in (".local", ".shared", ".const", ".global", ".param"):
                 var = self.variable(t.text[1:])
                 k.variables.append(var)
-                raise PtxError(var.line, f".{var.space} variable {var.name!r} in "
-                                         f"{k.name!r} is not supported yet by the emulator")
+                if var.space == "param" and var.init is None and not var.extern:
+                    pass                  # call arguments/results (calls.py inlines calls)
+                elif var.space not in ("local", "shared") or var.init is not None or var.extern:
+                    raise PtxError(var.line, f".{var.space} variable {var.name!r} in "
+                                             f"{k.name!r} is not supported yet by the emulator")
             elif t.text in (".loc", ".file"):
                 self.next()
                 self.skip_line(t.line)
@@ -684,6 +753,14 @@ class _Parser:
         t = self.tok
         if t.text == "[":
             return self.address()
+        if t.text == "(":                 # a `call` return/argument list: (a, b)
+            self.next()
+            elems = []
+            while not self.accept(")"):
+                elems.append(self.operand())
+                if not self.at(")"):
+                    self.expect(",", "in argument list")
+            return ArgList(elems)
         if t.text == "{":
             self.next()
             elems = []
@@ -710,6 +787,8 @@ class _Parser:
                     q = self.expect_kind("ident", "predicate").text
                     return PredPair(Reg(t.text), Reg(q))
                 return Reg(t.text)
+            if t.text == "WARP_SZ":          # the predefined constant: the warp size
+                return Imm(32, text="WARP_SZ")
             return Sym(t.text)
         raise PtxError(t.line, f"unexpected {t.text!r} in operand list")
 
@@ -755,6 +834,31 @@ class _Parser:
         return Addr(base, offset)
 
 
+def _pack_values(line: int, name: str, vtype: str, values: list) -> bytes:
+    """Initializer values (Imm) as the little-endian bytes of `vtype` elements."""
+    size, kind = TYPES[vtype]
+    out = bytearray()
+    for v in values:
+        if kind == "f" and size in (4, 8):
+            if v.bits is not None and v.width == size:
+                out += v.bits.to_bytes(size, "little")
+            elif v.bits is not None:       # 0f literal for .f64 or 0d for .f32: by value
+                out += struct.pack("<f" if size == 4 else "<d", v.value)
+            else:
+                out += struct.pack("<f" if size == 4 else "<d", float(v.value))
+        elif kind in ("u", "s", "b") and size <= 8:
+            if v.is_float:
+                if v.bits is None:
+                    raise PtxError(line, f"initializer of {name!r}: float {v} for .{vtype}")
+                iv = v.bits
+            else:
+                iv = v.value
+            out += (iv & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+        else:
+            raise PtxError(line, f"initializer of {name!r}: .{vtype} values are not supported")
+    return bytes(out)
+
+
 def _parse_int(text: str) -> int:
     t = text.rstrip("U")
     if t[:2] in ("0x", "0X"):
@@ -779,7 +883,33 @@ def parse_ptx(text: str) -> PtxModule:
     for k in list(mod.kernels.values()) + list(mod.functions.values()):
         k.ptx_version = ptx_version
         k.binary_version = binary_version
+    _attach_module_variables(mod)
     return mod
+
+
+def _referenced_names(k: Kernel) -> set:
+    names = set()
+    for ins in k.body:
+        if isinstance(ins, Instruction):
+            for op in ins.operands:
+                if isinstance(op, Addr):
+                    op = op.base
+                if isinstance(op, Sym):
+                    names.add(op.name)
+    return names
+
+
+def _attach_module_variables(mod: PtxModule) -> None:
+    """Give each kernel the module-scope variables by name, and the module-scope .shared
+    variables it (or any .func, which may be inlined into it) refers to."""
+    table = {v.name: v for v in mod.globals}
+    in_functions = set()
+    for f in mod.functions.values():
+        in_functions |= _referenced_names(f)
+    for k in list(mod.kernels.values()) + list(mod.functions.values()):
+        k.module_variables = table
+        used = _referenced_names(k) | in_functions
+        k.module_shared = [v for v in mod.globals if v.space == "shared" and v.name in used]
 
 
 def load_ptx(text: str | bytes) -> PtxModule:
@@ -790,8 +920,11 @@ def load_ptx(text: str | bytes) -> PtxModule:
     """
     from .codegen import compile_kernel     # codegen imports this module's types
 
+    from .calls import inline_calls
+
     mod = parse_ptx(text)
     for k in mod.kernels.values():
+        inline_calls(k, mod)                # `call` of .func bodies: inlined per call site
         k.compiled = compile_kernel(k)
     return mod
 

@@ -1,0 +1,398 @@
+"""Code generation for memory instructions in every state space, atomics and barriers.
+
+Registered into codegen.EMITTERS when codegen is imported (it imports this module last):
+  ld / st       .global .const .shared .local .param(ld) and generic (no space)
+  atom / red    .add .min .max .inc .dec .and .or .xor .exch .cas on global, shared,
+                generic (semantics/scope qualifiers accepted: everything is sequentially
+                consistent here)
+  cvta          .global .const (identity), .shared .local (add/remove the generic window)
+  bar/barrier   .sync (id and optional thread count, immediates), bar.cta.sync,
+                barrier.sync.aligned: end their basic block (see engine.py);
+                bar.warp.sync: no-op (lanes run in lockstep; memory is sequentially
+                consistent); bar.arrive / bar.red: refused
+  mov           of a variable name: its address in its own space (shared/local offset,
+                global address)
+Addresses: see spaces.py for the windows.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import codegen as cg
+from .codegen import EMITTERS, PtxError, _Mods, _operands, unsupported
+from .ptx_parser import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
+from .spaces import LOCAL_WINDOW, SHARED_WINDOW, kernel_layout
+
+__all__ = ["ends_block", "kernel_layout"]
+
+_U64_MASK = (1 << 64) - 1
+_SPACES = ("global", "param", "shared", "local", "const", "generic", "tex")
+_SEMANTICS = {"relaxed", "acquire", "release", "acq_rel", "sc", "weak", "volatile", "mmio",
+              "cta", "gpu", "sys", "cluster"}
+
+
+def ends_block(ins: Instruction) -> bool:
+    """Barrier waits end a basic block (the scheduler parks lanes between blocks)."""
+    return ins.opcode in ("bar", "barrier") and "sync" in ins.mods and "warp" not in ins.mods
+
+
+# --- variables and addresses -----------------------------------------------------------
+
+def symbol(g, ins: Instruction, name: str):
+    """(expression, space) of variable `name`'s address in its own state space."""
+    ck = g.ck
+    lay = ck.layout
+    if name in lay.shared:
+        ck.uses_shared = True
+        return g.const(np.uint64(lay.shared[name])), "shared"
+    if name in lay.local:
+        ck.uses_local = True
+        return g.const(np.uint64(lay.local[name])), "local"
+    var = getattr(ck.kernel, "module_variables", {}).get(name)
+    if var is not None and var.space in ("global", "const"):
+        nsname = ck.global_names.get(name)
+        if nsname is None:
+            nsname = ck.global_names[name] = f"_GV{len(ck.global_names)}"
+            g.ns[nsname] = np.uint64(0)   # spaces.bind_symbols sets the address at load
+        return nsname, var.space
+    if any(p.name == name for p in ck.kernel.params):
+        raise unsupported(ins, f"the address of parameter {name}")
+    raise PtxError(ins.line, f"unknown variable {name!r}: {ins.text}")
+
+
+def _add(g, expr: str, offset: int) -> str:
+    if not offset:
+        return expr
+    return f"({expr} + {g.const(np.uint64(offset & _U64_MASK))})"
+
+
+def address(g, ins: Instruction, addr, space: str) -> str:
+    """Expression of the address operand `[...]` for an access in `space`."""
+    if not isinstance(addr, Addr):
+        raise PtxError(ins.line, f"expected an address [..]: {ins.text}")
+    if isinstance(addr.base, Sym):
+        expr, vspace = symbol(g, ins, addr.base.name)
+        if space == "generic":
+            if vspace == "shared":
+                expr = _add(g, expr, SHARED_WINDOW)
+            elif vspace == "local":
+                expr = _add(g, expr, LOCAL_WINDOW)
+        elif space == "const" and vspace == "global" or space == "global" and vspace == "const":
+            pass                       # both live in the arena
+        elif vspace != space:
+            raise PtxError(ins.line, f"{addr.base.name} is a .{vspace} variable, "
+                                     f"accessed as .{space}: {ins.text}")
+        return _add(g, expr, addr.offset)
+    if addr.base is None:
+        return g.const(np.uint64(addr.offset & _U64_MASK))
+    if space == "shared":
+        g.ck.uses_shared = True
+    elif space == "local":
+        g.ck.uses_local = True
+    return _add(g, g.read(ins, addr.base, "u64"), addr.offset)
+
+
+# --- ld / st -------------------------------------------------------------------------
+
+def _memory_mods(ins: Instruction, m: _Mods):
+    space = m.take(*_SPACES)
+    if space is None:
+        for x in list(m.left):                  # .shared::cta / .shared::cluster
+            if x.startswith("shared::"):
+                if x != "shared::cta":
+                    raise unsupported(ins, f".{x}")
+                m.left.remove(x)
+                space = "shared"
+    m.take_all(cg._CACHE_MODS)
+    m.take_all({"L1", "L2", "level"})
+    m.take("unified")
+    vec = m.take("v2", "v4", "v8")
+    t = m.one_type()
+    m.done()
+    if space == "tex":
+        raise unsupported(ins, ".tex memory")
+    if t == "pred" or t == "b128":
+        raise unsupported(ins, f".{t} accesses")
+    if vec == "v8":
+        raise unsupported(ins, ".v8 accesses")
+    return space or "generic", int(vec[1:]) if vec else 1, t
+
+
+def _call(space: str, what: str) -> str:
+    if space in ("global", "const"):
+        return f"C.{what}("                      # the arena fast path (engine.py)
+    return f"C.{what}_space({space!r}, "
+
+
+def emit_ld(g, ins: Instruction) -> None:
+    m = _Mods(ins)
+    space, vec, t = _memory_mods(ins, m)
+    ops = ins.operands
+    if len(ops) == 3 and any(x.startswith("L2::cache_hint") for x in ins.mods):
+        ops = ops[:2]
+    if len(ops) != 2:
+        raise PtxError(ins.line, f"ld takes 2 operands: {ins.text}")
+    d, addr = ops
+    guard = g.guard(ins)
+    size, kind = TYPES[t]
+    dests = d.elems if isinstance(d, Vec) else [d]
+    if len(dests) != vec:
+        raise PtxError(ins.line, f"ld.v{vec} needs {vec} destinations: {ins.text}")
+    raw_t = f"u{size * 8}" if kind != "s" else t
+    if space == "param":
+        if not (isinstance(addr, Addr) and isinstance(addr.base, Sym)):
+            raise unsupported(ins, "ld.param through a register address")
+        p = next((p for p in g.ck.kernel.params if p.name == addr.base.name), None)
+        if p is None:
+            raise PtxError(ins.line, f"unknown parameter {addr.base.name}: {ins.text}")
+        off = p.offset + addr.offset
+        if addr.offset < 0 or addr.offset + size * vec > p.size:
+            raise PtxError(ins.line, f"ld.param reads past parameter {p.name}: {ins.text}")
+        for i, e in enumerate(dests):
+            g.write(ins, e, f"C.param({off + i * size}, {cg._view_name(raw_t)})", raw_t, guard)
+        return
+    a = address(g, ins, addr, space)
+    iid = g.ns["_register_instruction"](ins)
+    tmp = g.fresh()
+    gexpr = guard if guard is not None else "None"
+    g.emit(f"{tmp} = {_call(space, 'load')}{a}, {size}, {vec}, {iid}, {gexpr})")
+    for i, e in enumerate(dests):
+        col = tmp if vec == 1 else f"{tmp}[:, {i}]"
+        value = col if kind != "s" else f"{col}.view({cg._view_name(t)})"
+        g.write(ins, e, value, raw_t, guard)
+
+
+def emit_st(g, ins: Instruction) -> None:
+    m = _Mods(ins)
+    space, vec, t = _memory_mods(ins, m)
+    if space == "param":
+        raise unsupported(ins, "st.param outside a call sequence")
+    if space == "const":
+        raise PtxError(ins.line, f"constant memory is read-only: {ins.text}")
+    ops = ins.operands
+    if len(ops) == 3 and any(x.startswith("L2::cache_hint") for x in ins.mods):
+        ops = ops[:2]
+    if len(ops) != 2:
+        raise PtxError(ins.line, f"st takes 2 operands: {ins.text}")
+    addr, src = ops
+    guard = g.guard(ins)
+    size, kind = TYPES[t]
+    srcs = src.elems if isinstance(src, Vec) else [src]
+    if len(srcs) != vec or None in srcs:
+        raise PtxError(ins.line, f"st.v{vec} needs {vec} sources: {ins.text}")
+    values = []
+    for s in srcs:
+        if isinstance(s, Imm) and kind == "f":
+            values.append(f"{g.read(ins, s, t)}.view(_U{size * 8})")
+        else:
+            values.append(g.read(ins, s, f"u{size * 8}"))
+    a = address(g, ins, addr, space)
+    iid = g.ns["_register_instruction"](ins)
+    gexpr = guard if guard is not None else "None"
+    value = values[0] if vec == 1 else "(" + ", ".join(values) + ",)"
+    g.emit(f"{_call(space, 'store')}{a}, {size}, {vec}, {value}, {iid}, {gexpr})")
+
+
+# --- atomics -------------------------------------------------------------------------
+
+_ATOM_TYPES = {
+    "add": {"u32", "s32", "u64", "s64", "f32", "f64"},
+    "min": {"u32", "s32", "u64", "s64"}, "max": {"u32", "s32", "u64", "s64"},
+    "inc": {"u32"}, "dec": {"u32"},
+    "and": {"b32", "b64"}, "or": {"b32", "b64"}, "xor": {"b32", "b64"},
+    "exch": {"b32", "b64"}, "cas": {"b32", "b64"},
+}
+
+
+def emit_atom(g, ins: Instruction) -> None:
+    is_red = ins.opcode == "red"
+    m = _Mods(ins)
+    space = m.take("global", "shared", "generic")
+    for x in list(m.left):
+        if x.startswith("shared::"):
+            if x != "shared::cta":
+                raise unsupported(ins, f".{x}")
+            m.left.remove(x)
+            space = "shared"
+    space = space or "generic"
+    m.take_all(_SEMANTICS)
+    hint = any(x.startswith("L2::cache_hint") for x in m.left)
+    m.take_all({"L2"})
+    op = m.take(*_ATOM_TYPES)
+    if op is None:
+        raise unsupported(ins, "operation")
+    if m.take("noftz"):
+        raise unsupported(ins, ".noftz (half-precision atomics)")
+    vec = m.take("v2", "v4", "v8")
+    if vec:
+        raise unsupported(ins, f".{vec} atomics")
+    ts = m.types()
+    m.done()
+    if len(ts) != 1:
+        raise PtxError(ins.line, f"expected one type on {ins.opcode}: {ins.text}")
+    t = ts[0]
+    if t not in _ATOM_TYPES[op]:
+        raise unsupported(ins, f".{op} on .{t}")
+    ops = list(ins.operands)
+    if hint:
+        ops = ops[:-1]
+    n_src = 2 if op == "cas" else 1
+    want = (0 if is_red else 1) + 1 + n_src
+    if len(ops) != want:
+        raise PtxError(ins.line, f"{ins.opcode}.{op} takes {want} operands: {ins.text}")
+    d = None if is_red else ops[0]
+    addr = ops[0 if is_red else 1]
+    srcs = ops[(1 if is_red else 2):]
+    guard = g.guard(ins)
+    size, kind = TYPES[t]
+    ut = f"u{size * 8}"
+    vals = []
+    for s in srcs:
+        if isinstance(s, Imm) and kind == "f":
+            vals.append(f"{g.read(ins, s, t)}.view(_U{size * 8})")
+        else:
+            vals.append(g.read(ins, s, ut))
+    if space == "shared":
+        g.ck.uses_shared = True
+    a = address(g, ins, addr, space)
+    iid = g.ns["_register_instruction"](ins)
+    gexpr = guard if guard is not None else "None"
+    c = vals[1] if op == "cas" else "None"
+    call = f"C.atom({space!r}, {a}, {op!r}, {t!r}, {vals[0]}, {c}, {iid}, {gexpr}"
+    if is_red:
+        g.emit(call + ", False)")
+        return
+    tmp = g.fresh()
+    g.emit(f"{tmp} = {call})")
+    g.write(ins, d, tmp, ut, guard)
+
+
+# --- cvta ----------------------------------------------------------------------------
+
+def emit_cvta(g, ins: Instruction) -> None:
+    m = _Mods(ins)
+    to = m.take("to")
+    space = m.take("global", "shared", "local", "const", "param")
+    for x in list(m.left):
+        if x == "shared::cta":
+            m.left.remove(x)
+            space = "shared"
+    t = m.one_type({"u32", "u64"})
+    m.done()
+    if space is None:
+        raise PtxError(ins.line, f"cvta needs a state space: {ins.text}")
+    if space == "param":
+        raise unsupported(ins, ".param addresses")
+    d, a = _operands(ins, 2)
+    guard = g.guard(ins)
+    if isinstance(a, Sym):
+        if to:
+            raise PtxError(ins.line, f"cvta.to takes a generic address, not a variable: {ins.text}")
+        expr, vspace = symbol(g, ins, a.name)
+        if vspace != space and {vspace, space} != {"global", "const"}:
+            raise PtxError(ins.line, f"{a.name} is a .{vspace} variable: {ins.text}")
+    else:
+        expr = g.read(ins, a, "u64")
+    if space == "shared":
+        g.ck.uses_shared = True
+    elif space == "local":
+        g.ck.uses_local = True
+    base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(space, 0)
+    if base:
+        k = g.const(np.uint64(base))
+        expr = f"({expr} - {k})" if to else f"({expr} + {k})"
+    if t == "u32":
+        g.write(ins, d, f"({expr} & _U64(0xFFFFFFFF)).astype(_U32)", "u32", guard)
+    else:
+        g.write(ins, d, expr, "u64", guard)
+
+
+# --- mov of a variable's address -------------------------------------------------------
+
+_plain_mov = EMITTERS["mov"]
+
+
+def emit_mov(g, ins: Instruction) -> None:
+    ops = ins.operands
+    if len(ops) == 2 and isinstance(ops[1], Sym):
+        m = _Mods(ins)
+        t = m.one_type({"u32", "u64", "b32", "b64", "s32", "s64"})
+        m.done()
+        guard = g.guard(ins)
+        expr, _ = symbol(g, ins, ops[1].name)
+        if TYPES[t][0] == 4:
+            g.write(ins, ops[0], f"({expr} & _U64(0xFFFFFFFF)).astype(_U32)", "u32", guard)
+        else:
+            g.write(ins, ops[0], expr, "u64", guard)
+        return
+    _plain_mov(g, ins)
+
+
+# --- barriers ------------------------------------------------------------------------
+
+def emit_bar(g, ins: Instruction) -> None:
+    m = _Mods(ins)
+    if m.take("warp"):
+        m.take("sync")
+        m.done()
+        _operands(ins, 1)
+        g.read(ins, ins.operands[0], "u32")           # the member mask: validated only
+        g.guard(ins)
+        return
+    m.take("cta")
+    kind = m.take("sync", "arrive", "red")
+    m.take("aligned")
+    m.done()
+    if kind is None:
+        raise unsupported(ins, "barrier form")
+    if kind != "sync":
+        raise unsupported(ins, f".{kind} barriers")
+    if ins.guard is not None:
+        raise unsupported(ins, "a predicated barrier")
+    ops = ins.operands
+    if not 1 <= len(ops) <= 2:
+        raise PtxError(ins.line, f"{ins.opcode}.sync takes a barrier id and an optional "
+                                 f"thread count: {ins.text}")
+    if not isinstance(ops[0], Imm) or ops[0].is_float:
+        raise unsupported(ins, "a barrier id in a register")
+    bid = int(ops[0].value)
+    if not 0 <= bid < 16:
+        raise PtxError(ins.line, f"barrier id {bid} is outside 0..15: {ins.text}")
+    count = 0
+    if len(ops) == 2:
+        if not isinstance(ops[1], Imm) or ops[1].is_float:
+            raise unsupported(ins, "a barrier thread count in a register")
+        count = int(ops[1].value)
+        if count <= 0 or count % 32:
+            raise PtxError(ins.line, f"barrier thread count {count} must be a positive "
+                                     f"multiple of 32: {ins.text}")
+    g.barrier = (bid, count)
+
+
+def emit_isspacep(g, ins: Instruction) -> None:
+    """isspacep.{global,shared,local} p, a: which window a generic address lies in."""
+    m = _Mods(ins)
+    space = m.take("global", "shared", "local", "const", "param")
+    if space is None:
+        for x in list(m.left):
+            if x == "shared::cta":
+                m.left.remove(x)
+                space = "shared"
+    m.done()
+    if space not in ("global", "shared", "local"):
+        raise unsupported(ins, f".{space}" if space else "missing state space")
+    d, a = _operands(ins, 2)
+    x = g.read(ins, a, "u64")
+    sh_lo, lo_lo = g.const(np.uint64(SHARED_WINDOW)), g.const(np.uint64(LOCAL_WINDOW))
+    span = g.const(np.uint64(1 << 32))
+    in_sh = f"(({x} >= {sh_lo}) & ({x} < {sh_lo} + {span}))"
+    in_lo = f"(({x} >= {lo_lo}) & ({x} < {lo_lo} + {span}))"
+    expr = {"shared": in_sh, "local": in_lo, "global": f"(~({in_sh} | {in_lo}))"}[space]
+    g.write(ins, d, expr, "pred", g.guard(ins))
+
+
+EMITTERS.update({
+    "isspacep": emit_isspacep,
+    "ld": emit_ld, "st": emit_st, "atom": emit_atom, "red": emit_atom, "cvta": emit_cvta,
+    "mov": emit_mov, "bar": emit_bar, "barrier": emit_bar,
+})

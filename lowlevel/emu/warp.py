@@ -1,0 +1,431 @@
+"""Warp-level instructions and the special registers computed on the fly.
+
+shfl.sync, vote.sync, activemask, match.sync work on the (warps, 32) view of the batch:
+each CTA of a batch is padded to whole warps, so batch lane L is lane L % 32 of warp
+L // 32. Which lanes take part is what the engine says runs now:
+
+- converged path (`C.lanes is None`): every lane of the batch except exited/padding
+  lanes (`C.active`, None = all);
+- divergent path: only the gathered lanes `C.lanes` (batch lane numbers) run; the
+  generated block sees arrays over those lanes only.
+
+A guard predicate removes a lane as if it were inactive. A shuffle whose source lane is
+not active reads an undefined value on hardware; here it reads the register's value in
+that lane where the block has it (converged: every lane; divergent: the gathered lanes)
+and otherwise the reading lane's own value: deterministic, never a crash.
+
+Special registers: %lanemask_* (from %laneid), %clock/%clock64 (a nanosecond timer times
+the emulated 1.98 GHz clock; strictly increasing), %globaltimer (ns), %smid (CTA index
+modulo the emulated 132 SMs), %nsmid, %nwarpid, %gridid (one number per launch),
+%dynamic_smem_size, %total_smem_size.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import numpy as np
+
+from . import codegen as cg
+from .faults import PtxError
+from .ptx_parser import TYPES, PredPair, Reg
+
+WARP = 32
+U32, U64, I64 = np.uint32, np.uint64, np.int64
+CLOCK_GHZ = 1.98
+N_SM = 132
+N_WARPID = 64
+
+_LANE32 = np.arange(WARP, dtype=I64)
+_POW = None
+
+
+# --- lane bookkeeping --------------------------------------------------------------------
+
+def _n_lanes(C) -> int:
+    return C.n_lanes
+
+
+def _current_lanes(C):
+    """Batch lane number of each current lane."""
+    if C.lanes is None:
+        return np.arange(C.n, dtype=I64)
+    return C.lanes.astype(I64, copy=False)
+
+
+def _participating(C, guard):
+    """bool array over the current lanes: running now and guard true."""
+    act = C.active
+    if act is None:
+        act = np.ones(C.n, bool)
+    if guard is not None:
+        if isinstance(guard, np.ndarray):
+            act = act & guard
+        elif not guard:
+            act = np.zeros(C.n, bool)
+    return act
+
+
+def _ballot_words(C, bits):
+    """Per-warp u32 ballot of a bool array over the current lanes; returns the word of
+    each current lane's warp."""
+    if C.lanes is None:
+        full = bits
+    else:
+        full = np.zeros(C.n_lanes, bool)
+        full[C.lanes] = bits
+    words = np.packbits(full.reshape(-1, WARP), axis=1, bitorder="little").view("<u4")[:, 0]
+    if C.lanes is None:
+        return np.repeat(words, WARP).astype(U32)
+    return words[C.lanes // WARP].astype(U32)
+
+
+def _full(x, n, dtype):
+    if isinstance(x, np.ndarray):
+        return x
+    return np.full(n, x, dtype)
+
+
+# --- runtime helpers ---------------------------------------------------------------------
+
+def shfl(C, mode, a, b, c, guard):
+    """shfl.sync: (value, in-range predicate) per current lane (ISA pseudo-code)."""
+    n = C.n
+    uniform_bc = not isinstance(b, np.ndarray) and not isinstance(c, np.ndarray)
+    if C.lanes is None and uniform_bc:
+        lane = _LANE32                       # every warp looks the same: compute once
+    else:
+        lane = _current_lanes(C) % WARP
+    bval = (np.asarray(b).astype(I64) & 31)
+    cval = (np.asarray(c).astype(I64) & 31)
+    segmask = (np.asarray(c).astype(I64) >> 8) & 31
+    max_lane = (lane & segmask) | (cval & ~segmask)
+    min_lane = lane & segmask
+    if mode == "up":
+        j = lane - bval
+        pval = j >= max_lane
+    elif mode == "down":
+        j = lane + bval
+        pval = j <= max_lane
+    elif mode == "bfly":
+        j = lane ^ bval
+        pval = j <= max_lane
+    else:
+        j = min_lane | (bval & ~segmask)
+        pval = j <= max_lane
+    j = np.where(pval, j, lane)
+    if C.lanes is None and uniform_bc:
+        pred = np.tile(pval, n // WARP)
+        if not isinstance(a, np.ndarray):
+            return a, pred
+        return a.reshape(-1, WARP)[:, j].reshape(-1), pred
+    if not isinstance(a, np.ndarray):
+        return a, np.broadcast_to(pval, (n,)).copy()
+    if C.lanes is None:
+        src = np.arange(n, dtype=I64) - lane + j
+        return a[src], pval
+    pos = np.full(C.n_lanes, -1, I64)
+    pos[C.lanes] = np.arange(n)
+    idx = pos[C.lanes - lane + j]
+    return np.where(idx >= 0, a[np.maximum(idx, 0)], a), pval
+
+
+def vote(C, mode, p, mask, guard):
+    part = _participating(C, guard)
+    act = _ballot_words(C, part)
+    if mode == "activemask":
+        return act
+    pb = _ballot_words(C, part & p if isinstance(p, np.ndarray) else part & bool(p))
+    m = act & np.asarray(mask, U32)
+    if mode == "ballot":
+        return pb & np.asarray(mask, U32)
+    if mode == "all":
+        return (m & ~pb) == 0
+    if mode == "any":
+        return (m & pb) != 0
+    t = m & pb                                   # uni: all or none of the members
+    return (t == 0) | (t == m)
+
+
+def match(C, mode, a, mask, guard):
+    n = C.n
+    part = _participating(C, guard)
+    a = _full(a, n, type(a) if not isinstance(a, np.ndarray) else a.dtype)
+    if C.lanes is None:
+        vals, on = a, part
+    else:
+        vals = np.zeros(C.n_lanes, a.dtype)
+        on = np.zeros(C.n_lanes, bool)
+        vals[C.lanes] = a
+        on[C.lanes] = part
+    V = vals.reshape(-1, WARP)
+    O = on.reshape(-1, WARP)
+    eq = (V[:, :, None] == V[:, None, :]) & O[:, None, :]          # (W, 32 me, 32 other)
+    words = np.packbits(eq, axis=2, bitorder="little").view("<u4")[:, :, 0].reshape(-1)
+    actw = np.packbits(O, axis=1, bitorder="little").view("<u4")[:, 0]
+    if C.lanes is not None:
+        words = words[C.lanes]
+        actw = actw[C.lanes // WARP]
+    else:
+        actw = np.repeat(actw, WARP)
+    m = np.asarray(mask, U32)
+    same = words & m
+    if mode == "any":
+        return same.astype(U32), None
+    members = actw & m
+    ok = same == members
+    return np.where(ok, m, U32(0)).astype(U32), ok
+
+
+def redux(C, op, a, mask, guard):
+    """redux.sync: reduce a over the participating lanes of each warp (members of a
+    uniform membermask that run now), every participant gets the result."""
+    n = C.n
+    part = _participating(C, guard)
+    a = _full(a, n, type(a) if not isinstance(a, np.ndarray) else a.dtype)
+    if C.lanes is None:
+        vals, on = a, part
+    else:
+        vals = np.zeros(C.n_lanes, a.dtype)
+        on = np.zeros(C.n_lanes, bool)
+        vals[C.lanes] = a
+        on[C.lanes] = part
+    V, O = vals.reshape(-1, WARP), on.reshape(-1, WARP)
+    if not isinstance(mask, np.ndarray):
+        O = O & (((int(mask) >> _LANE32) & 1) != 0)
+    if op == "add":
+        r = np.where(O, V.astype(I64), 0).sum(axis=1).astype(V.dtype)
+    elif op in ("min", "max"):
+        info = np.iinfo(V.dtype)
+        fill = info.max if op == "min" else info.min
+        fn = np.min if op == "min" else np.max
+        r = fn(np.where(O, V, V.dtype.type(fill)), axis=1)
+    else:
+        ident = V.dtype.type(-1 if op == "and" else 0) if op != "and" else ~V.dtype.type(0)
+        fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+        r = fn.reduce(np.where(O, V, ident), axis=1)
+    if C.lanes is None:
+        return np.repeat(r, WARP)
+    return r[C.lanes // WARP]
+
+
+_clock_lock = threading.Lock()
+_last_clock = [0]
+
+
+def clock64():
+    now = int(time.perf_counter_ns() * CLOCK_GHZ)
+    with _clock_lock:
+        now = max(now, _last_clock[0] + 1)
+        _last_clock[0] = now
+    return U64(now & 0xFFFFFFFFFFFFFFFF)
+
+
+def clock32():
+    return U32(int(clock64()) & 0xFFFFFFFF)
+
+
+def globaltimer():
+    return U64(time.time_ns())
+
+
+_gridids = itertools.count(1)
+
+
+def gridid(C):
+    v = C.__dict__.get("_emu_gridid")
+    if v is None:
+        v = C.__dict__["_emu_gridid"] = U64(next(_gridids))
+    return v
+
+
+def smid(C):
+    cta = C.first_cta + _current_lanes(C) // C.padded
+    if C.lanes is None and C.n == C.padded:
+        return U32(C.first_cta % N_SM)
+    return (cta % N_SM).astype(U32)
+
+
+def dynamic_smem(C):
+    for name in ("dynamic_shared", "shared_bytes", "dynamic_smem"):
+        v = getattr(C, name, None)
+        if isinstance(v, (int, np.integer)):
+            return U32(v)
+    return U32(0)
+
+
+def total_smem(C):
+    k = C.ck.kernel
+    return U32(int(dynamic_smem(C)) + int(getattr(k, "shared_bytes", 0) or 0))
+
+
+cg.EXTRA_NAMESPACE.update({
+    "_shfl": shfl, "_vote": vote, "_match": match, "_redux": redux, "_clock64": clock64, "_clock32": clock32,
+    "_globaltimer": globaltimer, "_gridid": gridid, "_smid": smid,
+    "_dynamic_smem": dynamic_smem, "_total_smem": total_smem,
+})
+
+# --- emitters ------------------------------------------------------------------------------
+
+
+def _guard_expr(g, ins):
+    guard = g.guard(ins)
+    return guard, (guard if guard is not None else "None")
+
+
+def emit_shfl(g, ins):
+    m = cg._Mods(ins)
+    if not m.take("sync"):
+        raise cg.unsupported(ins, "shfl without .sync (removed for sm_70 and later)")
+    mode = m.take("up", "down", "bfly", "idx")
+    m.one_type({"b32"})
+    m.done()
+    if mode is None:
+        raise PtxError(ins.line, f"shfl.sync needs .up/.down/.bfly/.idx: {ins.text}")
+    d, a, b, c, mask = cg._operands(ins, 5)
+    guard, gexpr = _guard_expr(g, ins)
+    p = q = None
+    if isinstance(d, PredPair):
+        d, p = d.p, d.q
+    g.read(ins, mask, "u32")                      # validated; the member mask is a promise
+    r = g.fresh()
+    g.emit(f"{r} = _shfl(C, {mode!r}, {g.read(ins, a, 'u32')}, {g.read(ins, b, 'u32')}, "
+           f"{g.read(ins, c, 'u32')}, {gexpr})")
+    g.write(ins, d, f"{r}[0]", "u32", guard)
+    if p is not None:
+        g.write(ins, p, f"{r}[1]", "pred", guard)
+    del q
+
+
+def emit_vote(g, ins):
+    m = cg._Mods(ins)
+    if not m.take("sync"):
+        raise cg.unsupported(ins, "vote without .sync (removed for sm_70 and later)")
+    mode = m.take("all", "any", "uni", "ballot")
+    t = m.one_type({"pred", "b32"})
+    m.done()
+    if mode is None or (mode == "ballot") != (t == "b32"):
+        raise PtxError(ins.line, f"vote.sync needs .all/.any/.uni with .pred or .ballot.b32: {ins.text}")
+    d, a, mask = cg._operands(ins, 3)
+    guard, gexpr = _guard_expr(g, ins)
+    expr = f"_vote(C, {mode!r}, {g.read(ins, a, 'pred')}, {g.read(ins, mask, 'u32')}, {gexpr})"
+    g.write(ins, d, expr, "u32" if t == "b32" else "pred", guard)
+
+
+def emit_activemask(g, ins):
+    m = cg._Mods(ins)
+    m.one_type({"b32"})
+    m.done()
+    (d,) = cg._operands(ins, 1)
+    guard, gexpr = _guard_expr(g, ins)
+    g.write(ins, d, f"_vote(C, 'activemask', True, 0, {gexpr})", "u32", guard)
+
+
+def emit_match(g, ins):
+    m = cg._Mods(ins)
+    mode = m.take("any", "all")
+    if not m.take("sync"):
+        raise cg.unsupported(ins, "match without .sync")
+    t = m.one_type({"b32", "b64"})
+    m.done()
+    if mode is None:
+        raise PtxError(ins.line, f"match.sync needs .any or .all: {ins.text}")
+    d, a, mask = cg._operands(ins, 3)
+    p = None
+    if isinstance(d, PredPair):
+        if mode == "any":
+            raise PtxError(ins.line, f"match.any has no predicate destination: {ins.text}")
+        d, p = d.p, d.q
+    guard, gexpr = _guard_expr(g, ins)
+    r = g.fresh()
+    g.emit(f"{r} = _match(C, {mode!r}, {g.read(ins, a, 'u' + t[1:])}, "
+           f"{g.read(ins, mask, 'u32')}, {gexpr})")
+    g.write(ins, d, f"{r}[0]", "u32", guard)
+    if p is not None:
+        g.write(ins, p, f"{r}[1]", "pred", guard)
+
+
+def emit_redux(g, ins):
+    m = cg._Mods(ins)
+    if not m.take("sync"):
+        raise cg.unsupported(ins, "redux without .sync")
+    op = m.take("add", "min", "max", "and", "or", "xor")
+    t = m.one_type({"u32", "s32", "b32"})
+    m.done()
+    if op is None or (op in ("and", "or", "xor")) != (t == "b32"):
+        raise PtxError(ins.line, f"redux.sync needs .add/.min/.max with .u32/.s32 or "
+                                 f".and/.or/.xor with .b32: {ins.text}")
+    d, a, mask = cg._operands(ins, 3)
+    guard, gexpr = _guard_expr(g, ins)
+    vt = "u32" if t == "b32" else t
+    g.write(ins, d, f"_redux(C, {op!r}, {g.read(ins, a, vt)}, {g.read(ins, mask, 'u32')}, {gexpr})",
+            vt, guard)
+
+
+def emit_nanosleep(g, ins):
+    """nanosleep: a hint; every thread of the emulator makes progress anyway."""
+    m = cg._Mods(ins)
+    m.one_type({"u32"})
+    m.done()
+    (t,) = cg._operands(ins, 1)
+    g.read(ins, t, "u32")
+    g.guard(ins)
+
+
+cg.EMITTERS.update({"shfl": emit_shfl, "vote": emit_vote, "activemask": emit_activemask,
+                    "match": emit_match, "redux": emit_redux, "nanosleep": emit_nanosleep})
+
+
+# --- special registers computed on the fly ---------------------------------------------------
+
+def _adapt(expr: str, bits: int, ptype: str) -> str:
+    size, kind = TYPES[ptype]
+    if kind in ("pred", "f"):
+        raise ValueError(ptype)
+    if size * 8 != bits:
+        expr = f"({expr}).astype(_U{size * 8})"
+    if kind == "s":
+        expr = f"({expr}).view(_I{size * 8})"
+    return expr
+
+
+def _reader(bits, make):
+    def read(g, ins, ptype):
+        try:
+            return _adapt(make(g, ins), bits, ptype)
+        except ValueError:
+            raise PtxError(ins.line, f"special register read as .{ptype}: {ins.text}") from None
+    return read
+
+
+def _lanemask(kind):
+    def make(g, ins):
+        lane = g.read(ins, Reg("%laneid"), "u32")
+        one = "_U64(1)"
+        lane64 = f"{lane}.astype(_U64)"
+        lt = f"(({one} << {lane64}) - {one})"
+        le = f"(({one} << ({lane64} + {one})) - {one})"
+        full = "_U64(0xFFFFFFFF)"
+        expr = {"eq": f"({one} << {lane64})", "lt": lt, "le": le,
+                "gt": f"({full} & ~{le})", "ge": f"({full} & ~{lt})"}[kind]
+        return f"({expr}).astype(_U32)"
+    return make
+
+
+for _k in ("eq", "lt", "le", "gt", "ge"):
+    cg.SPECIAL_READERS[f"%lanemask_{_k}"] = _reader(32, _lanemask(_k))
+
+cg.SPECIAL_READERS.update({
+    "%clock": _reader(32, lambda g, ins: "_clock32()"),
+    "%clock64": _reader(64, lambda g, ins: "_clock64()"),
+    "%globaltimer": _reader(64, lambda g, ins: "_globaltimer()"),
+    "%globaltimer_lo": _reader(32, lambda g, ins: "(_globaltimer() & _U64(0xFFFFFFFF)).astype(_U32)"),
+    "%globaltimer_hi": _reader(32, lambda g, ins: "(_globaltimer() >> _U64(32)).astype(_U32)"),
+    "%smid": _reader(32, lambda g, ins: "_smid(C)"),
+    "%nsmid": _reader(32, lambda g, ins: g.const(U32(N_SM))),
+    "%nwarpid": _reader(32, lambda g, ins: g.const(U32(N_WARPID))),
+    "%gridid": _reader(64, lambda g, ins: "_gridid(C)"),
+    "%dynamic_smem_size": _reader(32, lambda g, ins: "_dynamic_smem(C)"),
+    "%total_smem_size": _reader(32, lambda g, ins: "_total_smem(C)"),
+})
