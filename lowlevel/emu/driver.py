@@ -349,10 +349,15 @@ def cuMemAlloc(dptr_out, nbytes):
     _out(ctypes.c_uint64, dptr_out, _alloc(ctx, nbytes))
 
 
-def _free(ctx: Context, dptr: int) -> None:
+def _check_freeable(ctx: Context, dptr: int) -> None:
+    """cuMemFree takes only what cuMemAlloc gave: not a module's variables, not an offset."""
     if not ctx.memory.is_allocation(dptr):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{dptr:#x} is not the start of a live allocation")
-    ctx.memory.free(dptr)
+    for module in ctx.modules.values():
+        for name, (address, _) in (getattr(module.ptx, "symbols", None) or {}).items():
+            if address == dptr:
+                raise EmuError("CUDA_ERROR_INVALID_VALUE",
+                               f"{dptr:#x} is the module variable {name!r}; it is freed with its module")
 
 
 @api
@@ -360,7 +365,8 @@ def cuMemFree(dptr):
     ctx = _ctx()
     # cuMemFree synchronises: work still using the memory finishes first.
     ctx.synchronize()
-    _free(ctx, dptr)
+    _check_freeable(ctx, dptr)
+    ctx.memory.free(dptr)
 
 
 @api
@@ -405,8 +411,7 @@ def cuMemAllocAsync(dptr_out, nbytes, stream):
 def cuMemFreeAsync(dptr, stream):
     ctx = _ctx()
     s = ctx.stream(stream)
-    if not ctx.memory.is_allocation(dptr):
-        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{dptr:#x} is not the start of a live allocation")
+    _check_freeable(ctx, dptr)
     ctx.submit(s, lambda: ctx.memory.free(dptr), "cuMemFreeAsync")
 
 

@@ -753,3 +753,15 @@ def test_racecheck_reports_a_missing_barrier(mem, rng, monkeypatch, capsys):
     assert "PTX line" in err
     monkeypatch.delenv("LOWLEVEL_EMU_RACECHECK")
     assert launch(mod, "k", 2, 128, Buf(mem, x), out, 0, mem=mem).races == []
+
+
+def test_a_module_variable_cannot_be_freed_by_hand():
+    from lowlevel import cuda
+    cuda.use_driver("emu")
+    ptx = (".version 7.0\n.target sm_60\n.address_size 64\n.visible .global .align 4 .u32 counter = 5;\n"
+           ".visible .entry k()\n{\n    ret;\n}\n")
+    module = cuda.Module.from_ptx(ptx)
+    address, size = module.get_global("counter")
+    with pytest.raises(cuda.CudaError) as info:
+        cuda.get_driver().cuMemFree(address)
+    assert info.value.name == "CUDA_ERROR_INVALID_VALUE" and "counter" in info.value.details
