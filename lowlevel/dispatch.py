@@ -140,29 +140,25 @@ def _tls_sets():
 
 
 @contextmanager
+def _tls_with(which: int, key: DispatchKey):
+    chosen = _tls_sets()[which]
+    added = key not in chosen
+    chosen.add(key)
+    try:
+        yield
+    finally:
+        if added:
+            chosen.discard(key)
+
+
 def include(key: DispatchKey):
-    """Add `key` to every dispatch on this thread inside the block."""
-    inc, _ = _tls_sets()
-    added = key not in inc
-    inc.add(key)
-    try:
-        yield
-    finally:
-        if added:
-            inc.discard(key)
+    """Add `key` to every dispatch on this thread inside the `with` block."""
+    return _tls_with(0, key)
 
 
-@contextmanager
 def exclude(key: DispatchKey):
-    """Remove `key` from every dispatch on this thread inside the block."""
-    _, exc = _tls_sets()
-    added = key not in exc
-    exc.add(key)
-    try:
-        yield
-    finally:
-        if added:
-            exc.discard(key)
+    """Remove `key` from every dispatch on this thread inside the `with` block."""
+    return _tls_with(1, key)
 
 
 def keyset_for(args, kwargs=None) -> KeySet:

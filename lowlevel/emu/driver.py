@@ -120,10 +120,7 @@ class Context:
     def stream(self, handle: int) -> Stream:
         if handle in LEGACY_STREAM_HANDLES:
             return self.legacy
-        s = self.streams.get(handle)
-        if s is None:
-            raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown stream handle {handle:#x}")
-        return s
+        return _lookup(self.streams, handle, "stream")
 
     def implicit_deps(self, stream: Stream):
         """What work on `stream` must wait for under legacy default-stream semantics."""
@@ -153,6 +150,14 @@ class Context:
 
 _contexts: dict[int, Context] = {}          # device ordinal -> its primary context
 _PRIMARY_HANDLE = 0x7E0000000000
+
+
+def _lookup(table: dict, handle: int, what: str):
+    """The object a handle stands for; CUDA_ERROR_INVALID_HANDLE if it stands for none."""
+    obj = table.get(handle)
+    if obj is None:
+        raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown {what} handle {handle:#x}")
+    return obj
 
 
 def _require_init() -> None:
@@ -629,10 +634,7 @@ def cuModuleLoadFatBinary(module_out, image):
 
 
 def _module(ctx: Context, handle: int) -> Module:
-    m = ctx.modules.get(handle)
-    if m is None:
-        raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown module handle {handle:#x}")
-    return m
+    return _lookup(ctx.modules, handle, "module")
 
 
 @api
@@ -679,10 +681,7 @@ def cuModuleGetGlobal(dptr_out, size_out, module_handle, name):
 
 
 def _function(ctx: Context, handle: int) -> Function:
-    f = ctx.functions.get(handle)
-    if f is None:
-        raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown function handle {handle:#x}")
-    return f
+    return _lookup(ctx.functions, handle, "function")
 
 
 @api
@@ -865,10 +864,7 @@ def cuLaunchHostFunc(stream_handle, fn, user_data):
 
 # ---- events ---------------------------------------------------------------------------------
 def _event(ctx: Context, handle: int) -> Event:
-    e = ctx.events.get(handle)
-    if e is None:
-        raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown event handle {handle:#x}")
-    return e
+    return _lookup(ctx.events, handle, "event")
 
 
 @api
