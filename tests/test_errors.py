@@ -92,7 +92,9 @@ def test_argument_errors_are_python_errors_before_launch(driver):
     with pytest.raises(TypeError, match=r"saxpy: parameter 0 .*got float64"):
         f.launch(1, 32, (np.float64(1.0), x, x, 16))
     with pytest.raises(ValueError, match=r"saxpy: parameter 3 .*out of range"):
-        f.launch(1, 32, (1.0, x, x, -1))
+        f.launch(1, 32, (1.0, x, x, 2**64))
+    with pytest.raises(ValueError, match=r"saxpy: parameter 3 .*out of range"):
+        f.launch(1, 32, (1.0, x, x, -2**63 - 1))
     with pytest.raises(TypeError, match=r"saxpy: parameter 3 .*float"):
         f.launch(1, 32, (1.0, x, x, 16.0))
     with pytest.raises(TypeError, match=r"saxpy: parameter 1 .*cannot pass a str"):

@@ -76,3 +76,16 @@ def test_kernel_time_by_events(driver):
     end.record()
     end.synchronize()
     assert start.elapsed_ms(end) > 0
+
+
+def test_negative_ints_reach_nvcc_int_parameters(driver, rng):
+    """nvcc declares `int` parameters .u32: a negative Python int must arrive as that int."""
+    from cuda_c import nvrtc_ptx
+    ptx = nvrtc_ptx('extern "C" __global__ void offset(int* out, int delta, long long big)'
+                    '{ out[0] = delta; ((long long*)out)[1] = big; }')
+    assert ".param .u32 offset_param_1" in ptx
+    out = cuda.mem_alloc(16)
+    cuda.Module.from_ptx(ptx).get_function("offset").launch(1, 1, (out, -7, -(2**40)))
+    back = np.zeros(4, np.int32)
+    cuda.memcpy_dtoh(back, out)
+    assert back[0] == -7 and back[2:].view(np.int64)[0] == -(2**40)

@@ -5,7 +5,8 @@ type. What may be passed:
   - a DeviceAllocation, or any object with `__cuda_array_interface__`, for an 8-byte param:
     its device address;
   - a numpy scalar (np.float32(2.0), np.uint64(n)): its bytes, if its size is the param's;
-  - a Python int or float: converted to the declared type, with a range check;
+  - a Python int or float: converted to the declared type, with a range check (an int
+    for a .u32 may be negative: nvcc declares C's `int` as .u32);
   - bytes (for struct-like `.b8 name[N]` params): exactly N of them.
 Anything else, or a mismatch, is a TypeError or ValueError naming the kernel and the
 parameter, raised before the driver is called.
@@ -52,8 +53,11 @@ def pack_value(kernel: str, index: int, name: str, ptype: str | None, size: int,
         if kind == "f":
             return pack_value(kernel, index, name, ptype, size, float(value))
         bits = 8 * size
-        lo = -(1 << (bits - 1)) if kind in ("s", "b", "") else 0
-        hi = (1 << bits) - 1 if kind in ("u", "b", "") else (1 << (bits - 1)) - 1
+        # nvcc declares C's int and long long parameters as .u32 and .u64: PTX does not say
+        # whether a .u/.b parameter holds a signed value, so both readings are accepted and
+        # a negative int is passed in two's complement. A .s parameter takes signed values only.
+        lo = -(1 << (bits - 1))
+        hi = (1 << (bits - 1)) - 1 if kind == "s" else (1 << bits) - 1
         if size not in _INT_FORMAT:
             raise TypeError(f"{where}: an int cannot fill a {size}-byte parameter; pass bytes")
         if not lo <= value <= hi:
