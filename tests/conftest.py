@@ -52,6 +52,14 @@ def rng():
     return np.random.default_rng(seed)
 
 
+@pytest.fixture(scope="module")
+def mem(request):
+    """An emulated GPU's memory, driven directly (tests/emu): one per test module, of the
+    module's DEVICE_MEMORY_BYTES (128 MiB where it sets none)."""
+    from lowlevel.emu.memory import DeviceMemory
+    return DeviceMemory(getattr(request.module, "DEVICE_MEMORY_BYTES", 1 << 27))
+
+
 def poisoned(shape, dtype=np.float32) -> np.ndarray:
     """A host array full of a value no kernel computes by accident (NaN, or 0xDEADBEEF)."""
     dtype = np.dtype(dtype)
@@ -65,3 +73,19 @@ def device_poisoned(nbytes: int):
     d = cuda.mem_alloc(nbytes)
     cuda.memset_d8(d, 0xFF, nbytes)
     return d
+
+
+def upload(host: np.ndarray):
+    """A device allocation holding `host` (1 byte for an empty array: mem_alloc takes no 0)."""
+    dev = cuda.mem_alloc(max(1, host.nbytes))
+    if host.nbytes:
+        cuda.memcpy_htod(dev, np.ascontiguousarray(host))
+    return dev
+
+
+def download(dev, shape, dtype=np.float32) -> np.ndarray:
+    """The device array at `dev`, copied into a poisoned host array of `shape` and `dtype`."""
+    out = poisoned(shape, dtype)
+    if out.nbytes:
+        cuda.memcpy_dtoh(out, dev)
+    return out

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from lowlevel import cuda
-from conftest import device_poisoned, poisoned
+from conftest import device_poisoned, download, upload
 from cuda_c import COMPILERS
 
 SOURCE = r"""
@@ -71,18 +71,6 @@ def ptx(request):
 @pytest.fixture
 def module(driver, ptx):
     return cuda.Module.from_ptx(ptx)
-
-
-def upload(host):
-    dev = cuda.mem_alloc(host.nbytes)
-    cuda.memcpy_htod(dev, host)
-    return dev
-
-
-def download(dev, shape, dtype):
-    out = poisoned(shape, dtype)
-    cuda.memcpy_dtoh(out, dev)
-    return out
 
 
 def test_saxpy_grid_stride(module, rng):

@@ -11,6 +11,7 @@ import pytest
 from lowlevel import cuda, kernels
 from lowlevel.cuda import cublas
 from lowlevel.cuda.gemm import gemm_rowmajor
+from conftest import download, upload
 
 PAD = np.float32(-7.25)          # what the padding rows of C hold; they must stay so
 
@@ -21,18 +22,6 @@ def col_major(host: np.ndarray, ld: int, pad=PAD) -> np.ndarray:
     store = np.full((cols, ld), pad, dtype=host.dtype)
     store[:, :rows] = host.T
     return store
-
-
-def upload(store: np.ndarray):
-    d = cuda.mem_alloc(store.nbytes)
-    cuda.memcpy_htod(d, np.ascontiguousarray(store))
-    return d
-
-
-def download(d, like: np.ndarray) -> np.ndarray:
-    out = np.empty_like(like)
-    cuda.memcpy_dtoh(out, d)
-    return out
 
 
 def gemm_bound(a, b, c, alpha, beta, k, eps):
@@ -64,7 +53,7 @@ def test_sgemm_transposes_and_padding(handle, rng, transa, transb):
         alpha, beta = float(rng.standard_normal()), float(rng.standard_normal())
         dA, dB, dC = upload(col_major(A, lda)), upload(col_major(B, ldb)), upload(col_major(C, ldc))
         cublas.sgemm(handle, transa, transb, m, n, k, alpha, dA, lda, dB, ldb, beta, dC, ldc)
-        got = download(dC, col_major(C, ldc))
+        got = download(dC, (n, ldc), np.float32)
         opA = (A.T if transa == "T" else A).astype(np.float64)
         opB = (B.T if transb == "T" else B).astype(np.float64)
         ref = np.float32(alpha) * (opA @ opB) + np.float32(beta) * C.astype(np.float64)
@@ -81,7 +70,7 @@ def test_beta_zero_does_not_read_c(handle, rng):
     nan_c = np.full((n, m + 3), np.nan, np.float32)
     dC = upload(nan_c)
     cublas.sgemm(handle, "N", "N", m, n, k, 1.0, dA, m, dB, k, 0.0, dC, m + 3)
-    got = download(dC, nan_c)
+    got = download(dC, nan_c.shape, nan_c.dtype)
     assert np.isfinite(got[:, :m]).all()
     np.testing.assert_allclose(got[:, :m].T, A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5)
     assert np.isnan(got[:, m:]).all()
@@ -92,7 +81,7 @@ def test_dgemm(handle, rng):
     A, B, C = rng.standard_normal((k, m)), rng.standard_normal((k, n)), rng.standard_normal((m, n))
     dA, dB, dC = upload(col_major(A, k, 0.0)), upload(col_major(B, k, 0.0)), upload(col_major(C, m, 0.0))
     cublas.dgemm(handle, "T", "N", m, n, k, 0.5, dA, k, dB, k, 2.0, dC, m)
-    got = download(dC, col_major(C, m, 0.0)).T
+    got = download(dC, (n, m), np.float64).T
     np.testing.assert_allclose(got, 0.5 * A.T @ B + 2.0 * C, rtol=1e-12, atol=1e-12)
 
 
@@ -109,7 +98,7 @@ def test_strided_batched(handle, rng):
         store_b[i * sb:i * sb + k * n] = B[i].T.ravel()
     dA, dB, dC = upload(store_a), upload(store_b), upload(store_c)
     cublas.sgemm_strided_batched(handle, "N", "N", m, n, k, 1.0, dA, m, sa, dB, k, sb, 0.0, dC, m, sc, batch)
-    got = download(dC, store_c)
+    got = download(dC, store_c.shape, store_c.dtype)
     for i in range(batch):
         np.testing.assert_allclose(got[i * sc:i * sc + m * n].reshape(n, m).T, A[i].astype(np.float64) @ B[i],
                                    rtol=1e-5, atol=1e-5)
@@ -144,7 +133,7 @@ def test_gemm_ex_half_precisions(handle, rng, precision):
     c_store = np.zeros((n, m), a_store.dtype)
     dC = upload(c_store)
     cublas.gemm_ex(handle, "N", "N", m, n, k, 1.0, dA, precision, m, dB, precision, k, 0.0, dC, precision, m, "32F")
-    raw = download(dC, c_store).T
+    raw = download(dC, c_store.shape, c_store.dtype).T
     got = raw.astype(np.float64) if precision == "R_16F" else bf16_value(raw)
     ref = a_val @ b_val
     # fp32 accumulation, then one rounding to the 16-bit output: half an output ulp
@@ -160,7 +149,7 @@ def test_hgemm(handle, rng):
     dA, dB = upload(np.ascontiguousarray(A.T)), upload(np.ascontiguousarray(B.T))
     dC = upload(np.zeros((n, m), np.float16))
     cublas.hgemm(handle, "N", "N", m, n, k, 1.0, dA, m, dB, k, 0.0, dC, m)
-    got = download(dC, np.zeros((n, m), np.float16)).T.astype(np.float64)
+    got = download(dC, (n, m), np.float16).T.astype(np.float64)
     ref = A.astype(np.float64) @ B
     # float16 accumulation (at most k roundings of partial sums below 8 in size)
     assert (np.abs(got - ref) <= (k + 1) * np.finfo(np.float16).eps * (np.abs(A) @ np.abs(B)) + 1e-3).all()
@@ -186,7 +175,7 @@ def test_rowmajor_helper(handle, rng, dtype, trans_a, trans_b):
     gemm_rowmajor(handle, dA, dB, dC, m, n, k, dtype=dtype, lda=A.shape[2], ldb=B.shape[2], ldc=n,
                   trans_a=trans_a, trans_b=trans_b, batch=batch, stride_a=A[0].size, stride_b=B[0].size,
                   stride_c=m * n)
-    raw = download(dC, c_store)
+    raw = download(dC, c_store.shape, c_store.dtype)
     got = bf16_value(raw) if dtype == "bfloat16" else raw.astype(np.float64)
     opA = a_val.transpose(0, 2, 1) if trans_a else a_val
     opB = b_val.transpose(0, 2, 1) if trans_b else b_val
@@ -220,7 +209,7 @@ def test_level1_and_2(handle, rng):
     dot = cublas.sdot(handle, n, dx, 1, dy, 1)
     assert abs(dot - np.dot(x.astype(np.float64), y)) <= n * np.finfo(np.float32).eps * np.dot(abs(x), abs(y))
     cublas.saxpy(handle, n // 2, 3.0, dx, 2, dy, 2)       # every other element
-    got = download(dy, y)
+    got = download(dy, y.shape, y.dtype)
     expect = y.astype(np.float64).copy()
     expect[::2] += 3.0 * x[::2]
     np.testing.assert_allclose(got, expect, rtol=1e-6, atol=1e-6)
@@ -230,7 +219,8 @@ def test_level1_and_2(handle, rng):
     w = np.full(cols, np.nan, np.float32)
     dA, dv, dw = upload(col_major(A, m)), upload(v), upload(w)
     cublas.sgemv(handle, "T", m, cols, 1.0, dA, m, dv, 1, 0.0, dw, 1)
-    np.testing.assert_allclose(download(dw, w), A.T.astype(np.float64) @ v, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(download(dw, w.shape, w.dtype), A.T.astype(np.float64) @ v,
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_runs_in_order_on_the_handles_stream(driver, rng):

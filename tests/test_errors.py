@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from lowlevel import cuda, kernels
-from conftest import device_poisoned, poisoned
-from cuda_c import nvcc_ptx, nvrtc_ptx
+from conftest import poisoned
 
 OOB_PTX = r"""
 .version 7.0

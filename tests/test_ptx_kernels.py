@@ -5,22 +5,8 @@ a kernel forgets to write shows up as NaN (or 0xFFFFFFFF)."""
 import numpy as np
 import pytest
 
-from lowlevel import cuda, kernels
-from conftest import device_poisoned, poisoned
-
-
-def upload(host):
-    dev = cuda.mem_alloc(max(1, host.nbytes))
-    if host.nbytes:
-        cuda.memcpy_htod(dev, np.ascontiguousarray(host))
-    return dev
-
-
-def download(dev, shape, dtype):
-    out = poisoned(shape, dtype)
-    if out.nbytes:
-        cuda.memcpy_dtoh(out, dev)
-    return out
+from lowlevel import kernels
+from conftest import device_poisoned, download, upload
 
 
 def sizes(rng):

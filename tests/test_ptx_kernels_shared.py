@@ -4,22 +4,8 @@ the tiles. Outputs are poisoned first."""
 import numpy as np
 import pytest
 
-from lowlevel import cuda, kernels
-from conftest import device_poisoned, poisoned
-
-
-def upload(host):
-    dev = cuda.mem_alloc(max(1, host.nbytes))
-    if host.nbytes:
-        cuda.memcpy_htod(dev, np.ascontiguousarray(host))
-    return dev
-
-
-def download(dev, shape, dtype=np.float32):
-    out = poisoned(shape, dtype)
-    if out.nbytes:
-        cuda.memcpy_dtoh(out, dev)
-    return out
+from lowlevel import kernels
+from conftest import device_poisoned, download, upload
 
 
 def test_transpose(driver, rng):

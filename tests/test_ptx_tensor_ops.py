@@ -9,21 +9,7 @@ import numpy as np
 import pytest
 
 from lowlevel import cuda, kernels
-from conftest import device_poisoned, poisoned
-
-
-def upload(host):
-    dev = cuda.mem_alloc(max(1, host.nbytes))
-    if host.nbytes:
-        cuda.memcpy_htod(dev, np.ascontiguousarray(host))
-    return dev
-
-
-def download(dev, shape, dtype):
-    out = poisoned(shape, dtype)
-    if out.nbytes:
-        cuda.memcpy_dtoh(out, dev)
-    return out
+from conftest import device_poisoned, download, upload
 
 
 def fn(name):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from cuda_c import nvrtc_ptx
+from engine_helpers import HEADER, Buf, launch
 from lowlevel.emu.engine import run_kernel
 from lowlevel.emu.faults import KernelFault, PtxError
 from lowlevel.emu.memory import BASE, DeviceMemory
@@ -19,50 +20,7 @@ from lowlevel.emu.spaces import LOCAL_WINDOW, SHARED_WINDOW
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
-
-
-@pytest.fixture(scope="module")
-def mem():
-    return DeviceMemory(1 << 27)
-
-
-@pytest.fixture
-def rng(request):
-    seed = np.random.SeedSequence().entropy
-    print(f"random seed for {request.node.name}: {seed}")
-    return np.random.default_rng(seed)
-
-
-class Buf:
-    """A device allocation holding a numpy array (or poison: 0xFF bytes)."""
-
-    def __init__(self, mem, array=None, *, n=None, dtype=None):
-        self.mem = mem
-        if array is None:
-            array = np.empty(n, dtype)
-            array.view(np.uint8)[:] = 0xFF
-        array = np.ascontiguousarray(array)
-        self.dtype, self.shape, self.nbytes = array.dtype, array.shape, array.nbytes
-        self.addr = mem.alloc(max(array.nbytes, 1))
-        mem.u8[self.addr - BASE:self.addr - BASE + array.nbytes] = array.view(np.uint8).ravel()
-
-    def read(self):
-        raw = self.mem.u8[self.addr - BASE:self.addr - BASE + self.nbytes].copy()
-        return raw.view(self.dtype).reshape(self.shape)
-
-
-_FMT = {"u32": "I", "s32": "i", "u64": "Q", "s64": "q", "f32": "f", "b32": "I", "b64": "Q"}
-
-
-def launch(mod, name, grid, block, *args, mem, shared=0):
-    k = mod.kernels[name]
-    buf = bytearray(k.param_size)
-    for p, a in zip(k.params, args, strict=True):
-        if isinstance(a, Buf):
-            a = a.addr
-        struct.pack_into("<" + _FMT[p.type], buf, p.offset, a)
-    return run_kernel(mod, name, grid, block, bytes(buf), mem, shared_bytes=shared)
+POISON_FF = np.uint8(0xFF)      # this module's output buffers start as 0xFF bytes (NaN as float32)
 
 
 def cu(source, options=()):
@@ -88,7 +46,7 @@ def test_static_and_dynamic_shared_memory_per_cta(mem, rng):
     assert k.shared_bytes == 128 * 4 + 4
     n, block = 1000, 128
     x = rng.standard_normal(n).astype(np.float32)
-    a, out = Buf(mem, x), Buf(mem, n=n, dtype=np.float32)
+    a, out = Buf(mem, x), Buf(mem, n=n, dtype=np.float32, poison=POISON_FF)
     grid = -(-n // block)
     launch(mod, "k", grid, block, a, out, n, mem=mem, shared=block * 4)
     xp = np.concatenate([x, np.full(grid * block - n, -1, np.float32)]).reshape(grid, block)
@@ -130,7 +88,7 @@ def test_shared_alignment_and_module_scope_shared():
     # module-scope `common` first (offset 0, 12 bytes), a at 12 (3 bytes), b at 16 (20 bytes)
     assert k.shared_bytes == 36
     mem = DeviceMemory(1 << 20)
-    out = Buf(mem, n=5, dtype=np.uint64)
+    out = Buf(mem, n=5, dtype=np.uint64, poison=POISON_FF)
     launch(mod, "k", 1, 32, out, mem=mem, shared=8)
     assert out.read().tolist() == [12, 16, 0, 48, SHARED_WINDOW + 48]
 
@@ -154,7 +112,7 @@ def test_tree_reduction_with_barriers_after_divergence(mem, rng, options):
     n = int(rng.integers(3000, 6000))
     x = rng.standard_normal(n).astype(np.float32)
     grid = -(-n // 256)
-    a, out = Buf(mem, x), Buf(mem, n=grid, dtype=np.float32)
+    a, out = Buf(mem, x), Buf(mem, n=grid, dtype=np.float32, poison=POISON_FF)
     launch(mod, "reduce", grid, 256, a, out, n, mem=mem)
     s = np.zeros(grid * 256, np.float32)
     s[:n] = x
@@ -228,7 +186,7 @@ DONE:
 def test_barriers_reached_from_divergent_paths_and_exited_threads(mem, live):
     mod = load_ptx(DIVERGENT_BARRIERS)
     grid = 3
-    out = Buf(mem, n=grid * 128, dtype=np.uint32)
+    out = Buf(mem, n=grid * 128, dtype=np.uint32, poison=POISON_FF)
     stats = launch(mod, "k", grid, 128, out, live, mem=mem)
     assert stats.divergent_steps > 0
     t = np.arange(128)
@@ -349,7 +307,7 @@ def test_float_atomic_add_returns_a_serialization(mem, rng):
         # positive addends of mixed magnitudes: each step rounds, and the running value
         # never returns to an earlier one, so the chain of old values is unambiguous
         v = (np.abs(rng.standard_normal(n)) * np.exp2(rng.integers(-10, 10, n))).astype(np.float32)
-        acc, old = Buf(mem, init), Buf(mem, n=n, dtype=np.float32)
+        acc, old = Buf(mem, init), Buf(mem, n=n, dtype=np.float32, poison=POISON_FF)
         launch(mod, name, grid, 256, acc, Buf(mem, v), old, n, naddr, mem=mem)
         got, olds = acc.read(), old.read()
         for a in range(naddr):
@@ -391,7 +349,7 @@ def test_integer_atomics_of_every_kind(mem, rng, options):
     q0 = rng.integers(0, 2 ** 63, 4, dtype=np.uint64)
     sq0 = rng.integers(-2 ** 40, 2 ** 40, 8).astype(np.int64)
     u, s, q, sq = Buf(mem, u0), Buf(mem, s0), Buf(mem, q0), Buf(mem, sq0)
-    olds = Buf(mem, n=n, dtype=np.uint32)
+    olds = Buf(mem, n=n, dtype=np.uint32, poison=POISON_FF)
     launch(mod, "k", -(-n // 128), 128, u, s, q, sq, Buf(mem, x), olds, n, mem=mem)
     U, S, Q, SQ, O = u.read(), s.read(), q.read(), sq.read(), olds.read()
     xs = x.astype(np.int32)
@@ -486,7 +444,7 @@ DONE:
     # exactly representable values: any serialization gives the same sums
     x = rng.integers(-1000, 1000, 200).astype(np.float64) / 4
     acc = Buf(mem, np.zeros(2, np.float64))
-    out = Buf(mem, n=2, dtype=np.float64)
+    out = Buf(mem, n=2, dtype=np.float64, poison=POISON_FF)
     launch(mod, "k", 1, 200, acc, Buf(mem, x), out, mem=mem)
     assert out.read().tolist() == [x.sum(), x.sum()]
     assert acc.read()[0] == x.sum()
@@ -601,7 +559,7 @@ def test_local_arrays_and_generic_pointers(mem, rng):
             if "call" in str(e):
                 pytest.skip(f"-G build needs call: {e}")
             raise
-        out = Buf(mem, n=n, dtype=np.float32)
+        out = Buf(mem, n=n, dtype=np.float32, poison=POISON_FF)
         launch(mod, "k", -(-n // 64), 64, Buf(mem, x), Buf(mem, idx), out, n, mem=mem)
         np.testing.assert_array_equal(out.read(), expect, err_msg=str(options))
 
@@ -632,7 +590,7 @@ def test_cvta_windows_and_local_depot(mem):
 }
 """)
     assert mod.kernels["k"].local_bytes == 32
-    out = Buf(mem, n=(40, 3), dtype=np.uint64)
+    out = Buf(mem, n=(40, 3), dtype=np.uint64, poison=POISON_FF)
     launch(mod, "k", 1, 40, out, mem=mem)
     got = out.read()
     assert (got[:, 0] == LOCAL_WINDOW).all() and (got[:, 1] == 0).all()
@@ -650,7 +608,7 @@ def test_isspacep_tells_the_windows_apart(mem):
         float* q = ps[(t + (int)l[0]) % 3];
         out[t] = __isShared(q) * 4 + __isGlobal(q) * 2 + __isLocal(q);
     }""")
-    out = Buf(mem, n=64, dtype=np.int32)
+    out = Buf(mem, n=64, dtype=np.int32, poison=POISON_FF)
     launch(mod, "k", 1, 64, Buf(mem, np.zeros(4, np.float32)), out, mem=mem)
     assert out.read().tolist() == [[4, 1, 2][t % 3] for t in range(64)]
 
@@ -742,7 +700,7 @@ def test_racecheck_reports_a_missing_barrier(mem, rng, monkeypatch, capsys):
     mod = cu(RACY)
     x = rng.standard_normal(256).astype(np.float32)
     monkeypatch.setenv("LOWLEVEL_EMU_RACECHECK", "1")
-    out = Buf(mem, n=256, dtype=np.float32)
+    out = Buf(mem, n=256, dtype=np.float32, poison=POISON_FF)
     stats = launch(mod, "k", 2, 128, Buf(mem, x), out, 1, mem=mem)
     assert stats.races == []
     np.testing.assert_array_equal(out.read(), np.roll(x.reshape(2, 128), -1, axis=1).reshape(-1))

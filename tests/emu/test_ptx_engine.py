@@ -5,93 +5,23 @@ numerics matter); inputs are fresh random values each run (the seed is printed o
 failure); outputs are poisoned before each kernel so unwritten elements show.
 """
 import math
-import struct
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from cuda_c import nvrtc_ptx
-from lowlevel.emu.engine import run_kernel
+from engine_helpers import HEADER, POISON, PTX_NP, PTX_REG, Buf, launch
 from lowlevel.emu.faults import KernelFault, PtxError
-from lowlevel.emu.memory import BASE, DeviceMemory
 from lowlevel.emu.ptx_parser import load_ptx
-
-POISON = 0xDEADBEEF
 
 # the numpy references compute with infinities and NaNs on purpose
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-
-@pytest.fixture(scope="module")
-def mem():
-    return DeviceMemory(1 << 28)
-
-
-@pytest.fixture
-def rng(request):
-    seed = np.random.SeedSequence().entropy
-    print(f"random seed for {request.node.name}: {seed}")
-    return np.random.default_rng(seed)
+DEVICE_MEMORY_BYTES = 1 << 28        # the size of the `mem` fixture (tests/conftest.py)
 
 
 # --- helpers --------------------------------------------------------------------------
-
-class Buf:
-    """A device allocation holding a numpy array's bytes."""
-
-    def __init__(self, mem, array=None, *, n=None, dtype=None):
-        self.mem = mem
-        if array is None:
-            array = np.empty(n, dtype)
-            array.reshape(-1).view(np.uint8)[:] = np.frombuffer(
-                np.full(-(-array.nbytes // 4), POISON, np.uint32).tobytes()[:array.nbytes], np.uint8)
-        array = np.ascontiguousarray(array)
-        self.dtype, self.shape = array.dtype, array.shape
-        self.addr = mem.alloc(max(array.nbytes, 1))
-        self.mem.u8[self.addr - BASE:self.addr - BASE + array.nbytes] = array.view(np.uint8).ravel()
-
-    def read(self):
-        nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
-        raw = self.mem.u8[self.addr - BASE:self.addr - BASE + nbytes].copy()
-        return raw.view(self.dtype).reshape(self.shape)
-
-    def free(self):
-        self.mem.free(self.addr)
-
-
-_PACK = {"u8": "B", "s8": "b", "u16": "H", "s16": "h", "u32": "I", "s32": "i", "b32": "I",
-         "u64": "Q", "s64": "q", "b64": "Q", "f32": "f", "f64": "d"}
-
-
-def pack_params(kernel, args) -> bytes:
-    buf = bytearray(kernel.param_size)
-    assert len(args) == len(kernel.params)
-    for p, a in zip(kernel.params, args):
-        if isinstance(a, Buf):
-            a = a.addr
-        if isinstance(a, (bytes, bytearray)):
-            assert len(a) == p.size
-            buf[p.offset:p.offset + p.size] = a
-        else:
-            struct.pack_into("<" + _PACK[p.type], buf, p.offset, a)
-    return bytes(buf)
-
-
-def launch(mod, name, grid, block, *args, mem):
-    k = mod.kernels[name]
-    return run_kernel(mod, name, grid, block, pack_params(k, args), mem)
-
-
-HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
-
-_REG_OF = {"pred": "pred", "u8": "b16", "s8": "b16", "u16": "b16", "s16": "b16",
-           "b16": "b16", "u32": "b32", "s32": "b32", "b32": "b32", "u64": "b64",
-           "s64": "b64", "b64": "b64", "f32": "f32", "f64": "f64"}
-_NP = {"u8": np.uint8, "s8": np.int8, "u16": np.uint16, "s16": np.int16, "b16": np.uint16,
-       "u32": np.uint32, "s32": np.int32, "b32": np.uint32, "u64": np.uint64, "s64": np.int64,
-       "b64": np.uint64, "f32": np.float32, "f64": np.float64}
-
 
 def elementwise(mem, body, inputs, out, extra_regs="", block=128):
     """Run `body` once per element. inputs: [(name, ptx type, numpy array)], each loaded
@@ -100,14 +30,14 @@ def elementwise(mem, body, inputs, out, extra_regs="", block=128):
     n = len(inputs[0][2])
     params = ", ".join([f".param .u64 p_{nm}" for nm, _, _ in inputs] + [f".param .u64 p_{out[0]}",
                                                                       ".param .u32 n"])
-    decl = "".join(f".reg .{_REG_OF[t]} %{nm};\n" for nm, t, _ in inputs)
-    decl += f".reg .{_REG_OF[out[1]]} %{out[0]};\n"
+    decl = "".join(f".reg .{PTX_REG[t]} %{nm};\n" for nm, t, _ in inputs)
+    decl += f".reg .{PTX_REG[out[1]]} %{out[0]};\n"
     loads = ""
     for nm, t, _ in inputs:
-        size = np.dtype(_NP[t]).itemsize
+        size = np.dtype(PTX_NP[t]).itemsize
         loads += (f"ld.param.u64 %rd1, [p_{nm}];\nmul.wide.u32 %rd2, %r4, {size};\n"
                   f"add.s64 %rd3, %rd1, %rd2;\nld.global.{t} %{nm}, [%rd3];\n")
-    osize = np.dtype(_NP[out[1]]).itemsize
+    osize = np.dtype(PTX_NP[out[1]]).itemsize
     text = HEADER + f"""
 .visible .entry k({params})
 {{
@@ -134,8 +64,8 @@ DONE:
 }}
 """
     mod = load_ptx(text)
-    bufs = [Buf(mem, np.asarray(a, _NP[t])) for _, t, a in inputs]
-    obuf = Buf(mem, n=n, dtype=_NP[out[1]])
+    bufs = [Buf(mem, np.asarray(a, PTX_NP[t])) for _, t, a in inputs]
+    obuf = Buf(mem, n=n, dtype=PTX_NP[out[1]])
     launch(mod, "k", -(-n // block), block, *bufs, obuf, n, mem=mem)
     result = obuf.read()
     for b in bufs + [obuf]:
@@ -299,7 +229,7 @@ def _wrap(x, dtype):
 @pytest.mark.parametrize("t", ["u16", "s16", "u32", "s32", "u64", "s64"])
 def test_integer_add_sub_mul_mad(mem, rng, t):
     n = 700
-    dt = _NP[t]
+    dt = PTX_NP[t]
     a, b, c = (interesting_ints(rng, n, dt) for _ in range(3))
     A, B, C = ([int(v) for v in x] for x in (a, b, c))
     bits = np.dtype(dt).itemsize * 8
@@ -317,11 +247,11 @@ def test_integer_add_sub_mul_mad(mem, rng, t):
         wt = t[0] + str(bits * 2)
         wide = [x * y for x, y in zip(A, B)]
         got = elementwise(mem, f"mul.wide.{t} %d, %a, %b;", [("a", t, a), ("b", t, b)], ("d", wt))
-        np.testing.assert_array_equal(got, _wrap(wide, _NP[wt]))
-        c2 = interesting_ints(rng, n, _NP[wt])
+        np.testing.assert_array_equal(got, _wrap(wide, PTX_NP[wt]))
+        c2 = interesting_ints(rng, n, PTX_NP[wt])
         got = elementwise(mem, f"mad.wide.{t} %d, %a, %b, %c;",
                           [("a", t, a), ("b", t, b), ("c", wt, c2)], ("d", wt))
-        np.testing.assert_array_equal(got, _wrap([w + int(z) for w, z in zip(wide, c2)], _NP[wt]))
+        np.testing.assert_array_equal(got, _wrap([w + int(z) for w, z in zip(wide, c2)], PTX_NP[wt]))
 
 
 def test_add_sat_s32(mem, rng):
@@ -334,7 +264,7 @@ def test_add_sat_s32(mem, rng):
 
 @pytest.mark.parametrize("t", ["u16", "s16", "u32", "s32", "u64", "s64"])
 def test_integer_div_rem_including_zero(mem, rng, t):
-    dt = _NP[t]
+    dt = PTX_NP[t]
     n = 600
     a = interesting_ints(rng, n, dt)
     b = interesting_ints(rng, n, dt)
@@ -366,7 +296,7 @@ def test_integer_div_rem_including_zero(mem, rng, t):
 
 @pytest.mark.parametrize("t", ["s32", "u32", "s64", "u64", "s16"])
 def test_abs_neg_min_max_logic(mem, rng, t):
-    dt = _NP[t]
+    dt = PTX_NP[t]
     bt = "b" + t[1:]
     a, b = interesting_ints(rng, 400, dt), interesting_ints(rng, 400, dt)
     ins = [("a", t, a), ("b", t, b)]
@@ -389,7 +319,7 @@ def test_abs_neg_min_max_logic(mem, rng, t):
 
 @pytest.mark.parametrize("t", ["b32", "u32", "s32", "b64", "s64", "u64", "b16", "s16"])
 def test_shifts_clamp_amounts(mem, rng, t):
-    dt = _NP[t]
+    dt = PTX_NP[t]
     bits = np.dtype(dt).itemsize * 8
     n = 400
     a = interesting_ints(rng, n, dt)
@@ -424,7 +354,7 @@ def _float_cmp(op, x, y):
 
 @pytest.mark.parametrize("t", ["f32", "f64"])
 def test_setp_float_all_comparisons(mem, rng, t):
-    dt = _NP[t]
+    dt = PTX_NP[t]
     n = 300
     a = interesting_floats(rng, n, dt)
     b = interesting_floats(rng, n, dt)
@@ -439,7 +369,7 @@ def test_setp_float_all_comparisons(mem, rng, t):
 
 @pytest.mark.parametrize("t", ["s32", "u32", "s64", "u64", "s16", "u16", "b32"])
 def test_setp_integer_and_combined(mem, rng, t):
-    dt = _NP[t]
+    dt = PTX_NP[t]
     n = 300
     a, b, c = interesting_ints(rng, n, dt), interesting_ints(rng, n, dt), interesting_ints(rng, n, dt)
     b[::4] = a[::4]
@@ -522,7 +452,7 @@ def _same_floats(got, ref):
 
 @pytest.mark.parametrize("t", ["f32", "f64"])
 def test_fma_single_rounding(mem, rng, t):
-    dt = _NP[t]
+    dt = PTX_NP[t]
     n = 1500
     a = interesting_floats(rng, n, dt)
     b = interesting_floats(rng, n, dt)
@@ -543,7 +473,7 @@ def test_fma_single_rounding(mem, rng, t):
 
 @pytest.mark.parametrize("t", ["f32", "f64"])
 def test_float_arithmetic_rn(mem, rng, t):
-    dt = _NP[t]
+    dt = PTX_NP[t]
     n = 800
     a, b = interesting_floats(rng, n, dt), interesting_floats(rng, n, dt)
     fa, fb = a.astype(np.float64), b.astype(np.float64)
@@ -662,13 +592,13 @@ def test_cvt_integer_widths(mem, rng):
     for body, st, dt, ref in cases:
         if dt == "s32" and "s8" in body:
             ptx_body = "cvt.s8.s32 %t, %a;\ncvt.s32.s8 %d, %t;"
-            got = elementwise(mem, ptx_body, [("a", st, a32.view(_NP[st]))], ("d", dt), extra_regs=".reg .b16 %t;")
+            got = elementwise(mem, ptx_body, [("a", st, a32.view(PTX_NP[st]))], ("d", dt), extra_regs=".reg .b16 %t;")
         elif "u8.u32" in body:
-            got = elementwise(mem, "cvt.u8.u32 %t, %a;\ncvt.u32.u8 %d, %t;", [("a", st, a32.view(_NP[st]))],
+            got = elementwise(mem, "cvt.u8.u32 %t, %a;\ncvt.u32.u8 %d, %t;", [("a", st, a32.view(PTX_NP[st]))],
                               ("d", dt), extra_regs=".reg .b16 %t;")
         else:
-            got = elementwise(mem, body, [("a", st, a32.view(_NP[st]))], ("d", dt))
-        np.testing.assert_array_equal(got, _wrap(ref, _NP[dt]), err_msg=body)
+            got = elementwise(mem, body, [("a", st, a32.view(PTX_NP[st]))], ("d", dt))
+        np.testing.assert_array_equal(got, _wrap(ref, PTX_NP[dt]), err_msg=body)
     a64 = interesting_ints(rng, 300, np.uint64)
     got = elementwise(mem, "cvt.sat.s32.u64 %d, %a;", [("a", "u64", a64)], ("d", "s32"))
     np.testing.assert_array_equal(got, np.minimum(a64, 2 ** 31 - 1).astype(np.int32))
@@ -679,10 +609,10 @@ def test_cvt_integer_widths(mem, rng):
 @pytest.mark.parametrize("src", ["f32", "f64"])
 @pytest.mark.parametrize("dst", ["s32", "u32", "s64", "u64", "s16", "u16"])
 def test_cvt_float_to_int_rounding_saturation_nan(mem, rng, src, dst):
-    x = interesting_floats(rng, 300, _NP[src])
-    x[30:60] = rng.uniform(-5, 5, 30).round(1).astype(_NP[src])      # halves and fractions
+    x = interesting_floats(rng, 300, PTX_NP[src])
+    x[30:60] = rng.uniform(-5, 5, 30).round(1).astype(PTX_NP[src])      # halves and fractions
     x[60:64] = np.array([0.5, 1.5, 2.5, -2.5])
-    info = np.iinfo(_NP[dst])
+    info = np.iinfo(PTX_NP[dst])
     rounders = {"rni": lambda v: _round_half_even(v), "rzi": math.trunc,
                 "rmi": math.floor, "rpi": math.ceil}
     for rnd, fn in rounders.items():
@@ -695,7 +625,7 @@ def test_cvt_float_to_int_rounding_saturation_nan(mem, rng, src, dst):
                 ref.append(info.max if v > 0 else info.min)
             else:
                 ref.append(min(max(fn(v), info.min), info.max))
-        np.testing.assert_array_equal(got, np.array(ref, dtype=object).astype(_NP[dst]), err_msg=rnd)
+        np.testing.assert_array_equal(got, np.array(ref, dtype=object).astype(PTX_NP[dst]), err_msg=rnd)
 
 
 def _round_half_even(v):
@@ -704,12 +634,12 @@ def _round_half_even(v):
 
 @pytest.mark.parametrize("src", ["s32", "u32", "s64", "u64"])
 def test_cvt_int_to_float_rounding(mem, rng, src):
-    x = interesting_ints(rng, 300, _NP[src])
+    x = interesting_ints(rng, 300, PTX_NP[src])
     for dst in ("f32", "f64"):
         for mode in ("rn", "rz", "rm", "rp"):
             got = elementwise(mem, f"cvt.{mode}.{dst}.{src} %d, %a;", [("a", src, x)], ("d", dst))
             for v, gv in zip(x.tolist(), got.tolist()):
-                _check_directed(Fraction(v), gv, mode, _NP[dst], f"cvt.{mode}.{dst}.{src}({v})")
+                _check_directed(Fraction(v), gv, mode, PTX_NP[dst], f"cvt.{mode}.{dst}.{src}({v})")
 
 
 def test_cvt_f64_to_f32_modes_and_f32_to_f64(mem, rng):

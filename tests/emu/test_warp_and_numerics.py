@@ -8,68 +8,17 @@ printed on failure); outputs are poisoned before each kernel.
 """
 import math
 import pathlib
-import struct
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from cuda_c import nvrtc_ptx
-from lowlevel.emu.engine import run_kernel
+from engine_helpers import HEADER, PTX_NP, PTX_REG, Buf, launch
 from lowlevel.emu.faults import PtxError
-from lowlevel.emu.memory import BASE, DeviceMemory
 from lowlevel.emu.ptx_parser import load_ptx
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-POISON = 0xDEADBEEF
-HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
-
-
-@pytest.fixture(scope="module")
-def mem():
-    return DeviceMemory(1 << 27)
-
-
-@pytest.fixture
-def rng(request):
-    seed = np.random.SeedSequence().entropy
-    print(f"random seed for {request.node.name}: {seed}")
-    return np.random.default_rng(seed)
-
-
-class Buf:
-    def __init__(self, mem, array=None, *, n=None, dtype=None):
-        self.mem = mem
-        if array is None:
-            array = np.empty(n, dtype)
-            raw = np.full(-(-array.nbytes // 4), POISON, np.uint32).view(np.uint8)[:array.nbytes]
-            array.reshape(-1).view(np.uint8)[:] = raw
-        array = np.ascontiguousarray(array)
-        self.dtype, self.shape = array.dtype, array.shape
-        self.addr = mem.alloc(max(array.nbytes, 1))
-        mem.u8[self.addr - BASE:self.addr - BASE + array.nbytes] = array.view(np.uint8).ravel()
-
-    def read(self):
-        nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
-        return self.mem.u8[self.addr - BASE:self.addr - BASE + nbytes].copy().view(self.dtype).reshape(self.shape)
-
-
-def launch(mem, mod, name, grid, block, args):
-    k = mod.kernels[name]
-    buf = bytearray(k.param_size)
-    for p, a in zip(k.params, args):
-        a = a.addr if isinstance(a, Buf) else a
-        fmt = {"u64": "Q", "b64": "Q", "s64": "q", "u32": "I", "b32": "I", "s32": "i",
-               "f32": "f"}[p.type]
-        struct.pack_into("<" + fmt, buf, p.offset, a)
-    return run_kernel(mod, name, grid, block, bytes(buf), mem)
-
-
-_REG = {"u16": "b16", "b16": "b16", "s16": "b16", "u32": "b32", "s32": "b32", "b32": "b32",
-        "u64": "b64", "s64": "b64", "b64": "b64", "f32": "f32", "f64": "f64", "pred": "pred"}
-_NP = {"u16": np.uint16, "b16": np.uint16, "s16": np.int16, "u32": np.uint32, "s32": np.int32,
-       "b32": np.uint32, "u64": np.uint64, "s64": np.int64, "b64": np.uint64, "f32": np.float32,
-       "f64": np.float64}
 
 
 def elementwise(mem, body, inputs, outputs, regs="", block=128):
@@ -78,11 +27,11 @@ def elementwise(mem, body, inputs, outputs, regs="", block=128):
     n = len(inputs[0][2])
     params = [f".param .u64 p_{nm}" for nm, _, _ in inputs] + \
         [f".param .u64 p_{nm}" for nm, _ in outputs] + [".param .u32 n"]
-    decl = "".join(f".reg .{_REG[t]} %{nm};\n" for nm, t, _ in inputs)
-    decl += "".join(f".reg .{_REG[t]} %{nm};\n" for nm, t in outputs)
+    decl = "".join(f".reg .{PTX_REG[t]} %{nm};\n" for nm, t, _ in inputs)
+    decl += "".join(f".reg .{PTX_REG[t]} %{nm};\n" for nm, t in outputs)
 
     def access(nm, t, what):
-        size = np.dtype(_NP[t]).itemsize
+        size = np.dtype(PTX_NP[t]).itemsize
         head = (f"ld.param.u64 %rd1, [p_{nm}];\nmul.wide.u32 %rd2, %idx, {size};\n"
                 f"add.s64 %rd3, %rd1, %rd2;\n")
         return head + (f"ld.global.{t} %{nm}, [%rd3];\n" if what == "ld"
@@ -108,12 +57,12 @@ DONE:
 }}
 """
     mod = load_ptx(text)
-    ins = [Buf(mem, np.asarray(a, _NP[t])) for _, t, a in inputs]
-    outs = [Buf(mem, n=n, dtype=_NP[t]) for _, t in outputs]
-    launch(mem, mod, "k", -(-n // block), block, ins + outs + [n])
+    ins = [Buf(mem, np.asarray(a, PTX_NP[t])) for _, t, a in inputs]
+    outs = [Buf(mem, n=n, dtype=PTX_NP[t]) for _, t in outputs]
+    launch(mod, "k", -(-n // block), block, *ins, *outs, n, mem=mem)
     result = [o.read() for o in outs]
     for b in ins + outs:
-        mem.free(b.addr)
+        b.free()
     return result if len(result) > 1 else result[0]
 
 
@@ -183,7 +132,7 @@ def test_shfl_every_mode_odd_clamps_partial_warps(mem, rng, mode):
                 rng.integers(0, 64, block).astype(np.uint32)
             inp, b_buf = Buf(mem, vals), Buf(mem, bs)
             out, outp = Buf(mem, n=block, dtype=np.uint32), Buf(mem, n=block, dtype=np.uint32)
-            launch(mem, mod, "shfl", 1, block, [inp, out, outp, b_buf, c])
+            launch(mod, "shfl", 1, block, inp, out, outp, b_buf, c, mem=mem)
             got, gotp = out.read(), outp.read()
             for t in range(block):
                 lane, base = t % 32, t - t % 32
@@ -246,7 +195,7 @@ STORE:
     vals = bits(rng, block, np.uint32)
     vals[40:64] |= 1                       # one warp all odd: the branch is converged there
     out = Buf(mem, n=(block, 6), dtype=np.uint32)
-    launch(mem, mod, "k", 1, block, [Buf(mem, vals), out])
+    launch(mod, "k", 1, block, Buf(mem, vals), out, mem=mem)
     got = out.read()
     for w in range(0, block, 32):
         lanes = range(w, min(w + 32, block))
@@ -313,8 +262,8 @@ def test_bfe_bfi_edges(mem, rng):
     n = 300
     for width in (32, 64):
         ut = f"u{width}"
-        a = bits(rng, n, _NP[ut])
-        b = bits(rng, n, _NP[ut])
+        a = bits(rng, n, PTX_NP[ut])
+        b = bits(rng, n, PTX_NP[ut])
         pos = rng.integers(0, 80, n).astype(np.uint32)
         ln = rng.integers(0, 80, n).astype(np.uint32)
         pos[:8] = [0, 0, width - 1, width, 255, 256 + 3, 5, width - 4]
@@ -324,11 +273,11 @@ def test_bfe_bfi_edges(mem, rng):
             got = elementwise(mem, f"bfe.{t} %d, %a, %p, %l;", [("a", ut, a), ("p", "u32", pos), ("l", "u32", ln)],
                               [("d", ut)])
             ref = [_bfe_ref(int(x), int(p), int(q), width, signed) for x, p, q in zip(a, pos, ln)]
-            np.testing.assert_array_equal(got, np.array(ref, dtype=np.uint64).astype(_NP[ut]), err_msg=t)
+            np.testing.assert_array_equal(got, np.array(ref, dtype=np.uint64).astype(PTX_NP[ut]), err_msg=t)
         got = elementwise(mem, f"bfi.b{width} %d, %a, %b, %p, %l;",
                           [("a", ut, a), ("b", ut, b), ("p", "u32", pos), ("l", "u32", ln)], [("d", ut)])
         ref = [_bfi_ref(int(x), int(y), int(p), int(q), width) for x, y, p, q in zip(a, b, pos, ln)]
-        np.testing.assert_array_equal(got, np.array(ref, dtype=np.uint64).astype(_NP[ut]))
+        np.testing.assert_array_equal(got, np.array(ref, dtype=np.uint64).astype(PTX_NP[ut]))
 
 
 _PRMT_SEL = {None: None, "f4e": lambda c, i: c + i, "b4e": lambda c, i: (c + 8 - i) & 7,
@@ -361,9 +310,9 @@ def test_prmt_modes(mem, rng, mode):
 def test_popc_clz_brev_bfind_fns(mem, rng):
     for width in (32, 64):
         ut = f"u{width}"
-        a = bits(rng, 300, _NP[ut])
+        a = bits(rng, 300, PTX_NP[ut])
         a[:6] = [0, 1, 2 ** (width - 1), 2 ** width - 1, 2 ** (width - 2) - 1, 3 << (width - 2)]
-        a[6:40] >>= rng.integers(0, width, 34).astype(_NP[ut])
+        a[6:40] >>= rng.integers(0, width, 34).astype(PTX_NP[ut])
         popc, clz, brev, bfu, bfs, bfsh = elementwise(
             mem, f"popc.b{width} %p, %a;\nclz.b{width} %c, %a;\nbrev.b{width} %r, %a;\n"
                  f"bfind.u{width} %f, %a;\nbfind.s{width} %g, %a;\nbfind.shiftamt.u{width} %h, %a;",
@@ -575,7 +524,7 @@ def _exact_or(v):
 
 @pytest.mark.parametrize("src", ["f32", "f64"])
 def test_cvt_to_f16_and_bf16_every_rounding_mode(mem, rng, src):
-    x = _special_floats(rng, 400, _NP[src])
+    x = _special_floats(rng, 400, PTX_NP[src])
     exact = [_exact_or(v) for v in x]
     for mode in ("rn", "rz", "rm", "rp"):
         h = elementwise(mem, f"cvt.{mode}.f16.{src} %h, %a;\ncvt.u32.u16 %d, %h;", [("a", src, x)],
@@ -683,7 +632,7 @@ def _check_directed(exact: Fraction, got, mode, dtype):
 
 @pytest.mark.parametrize("t", ["f32", "f64"])
 def test_directed_rounding_div_sqrt_rcp(mem, rng, t):
-    dt = _NP[t]
+    dt = PTX_NP[t]
     n = 200
     a = (rng.standard_normal(n) * np.exp2(rng.integers(-60, 60, n))).astype(dt)
     b = (rng.standard_normal(n) * np.exp2(rng.integers(-60, 60, n))).astype(dt)
@@ -788,7 +737,7 @@ def test_clock_globaltimer_smid_nanosleep(mem):
     mod = load_ptx(text)
     out = Buf(mem, n=(300 * 64, 6), dtype=np.uint64)
     t0 = time.time_ns()
-    launch(mem, mod, "k", 300, 64, [out])
+    launch(mod, "k", 300, 64, out, mem=mem)
     got = out.read()
     assert (got[:, 1] > got[:, 0]).all()
     assert (got[:, 2] >= t0).all() and (got[:, 2] <= time.time_ns()).all()
@@ -860,7 +809,7 @@ NEG:
     mod = load_ptx(text)
     x = rng.integers(-100, 100, 96).astype(np.int32)
     out = Buf(mem, n=96, dtype=np.int32)
-    launch(mem, mod, "k", 1, 96, [Buf(mem, x), out])
+    launch(mod, "k", 1, 96, Buf(mem, x), out, mem=mem)
     np.testing.assert_array_equal(out.read(), np.maximum(x + np.arange(96), 0) + 1000)
     recursive = HEADER + """
 .func f(.param .b32 a)
@@ -891,7 +840,7 @@ extern "C" __global__ void p(const float* x, int tag) {
     mod = load_ptx(nvrtc_ptx(src))
     x = rng.uniform(-50, 50, 40).astype(np.float32)
     tag = int(rng.integers(1, 999))
-    stats = launch(mem, mod, "p", 1, 40, [Buf(mem, x), tag])
+    stats = launch(mod, "p", 1, 40, Buf(mem, x), tag, mem=mem)
     lines = stats.printed.splitlines()
     ref = []
     for t in range(0, 40, 3):
@@ -952,7 +901,7 @@ def test_nvrtc_warp_half_bits_call_printf(mem, rng, opts):
     bo = Buf(mem, n=4 * n, dtype=np.uint32)
     h = Buf(mem, n=2 * n, dtype=np.uint16)
     bf = Buf(mem, n=n, dtype=np.uint16)
-    stats = launch(mem, mod, "kern", 1, 96, [Buf(mem, x), Buf(mem, u), red, bo, h, bf, n])
+    stats = launch(mod, "kern", 1, 96, Buf(mem, x), Buf(mem, u), red, bo, h, bf, n, mem=mem)
     xv = np.where(np.arange(96) < n, x, 0).astype(np.float32)
     r = red.read().reshape(3, 2)
     for w in range(3):
