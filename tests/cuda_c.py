@@ -11,24 +11,13 @@ import pytest
 
 
 def nvrtc_ptx(source: str, arch: str = "compute_80", options=()) -> str:
-    """PTX for `source` from NVRTC; extern "C" kernels keep their names."""
-    nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"kernels.cu", 0, [], [])
-    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
+    """PTX for `source` from NVRTC, through lowlevel.compiler; extern "C" kernels keep their
+    names. A compile error fails the test with NVRTC's log."""
+    from lowlevel import compiler
     try:
-        opts = [f"--gpu-architecture={arch}".encode(), *[o.encode() for o in options]]
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            log = b" " * size
-            nvrtc.nvrtcGetProgramLog(prog, log)
-            raise AssertionError(f"NVRTC failed: {log.decode(errors='replace')}")
-        _, size = nvrtc.nvrtcGetPTXSize(prog)
-        buf = b" " * size
-        nvrtc.nvrtcGetPTX(prog, buf)
-        return buf.rstrip(b"\0").decode()
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+        return compiler.compile(source, "ptx", arch, tuple(options))
+    except compiler.ToolMissing as e:
+        pytest.skip(str(e))
 
 
 @functools.cache
@@ -42,11 +31,19 @@ def nvcc_ptx(source: str, arch: str = "sm_80", options=("-O3",)) -> str:
     nvcc = _nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found (pip install nvidia-cuda-nvcc)")
+    includes = []
+    if "#include <" in source:
+        # The nvcc wheel's cuda_fp16.h includes <nv/target>, which lives with CCCL.
+        from cuda.pathfinder import find_nvidia_header_directory
+        cccl = find_nvidia_header_directory("cccl")
+        if cccl is None:
+            pytest.skip("<nv/target> (CCCL) not found for nvcc's CUDA headers")
+        includes.append(f"-I{cccl}")
     with tempfile.TemporaryDirectory() as tmp:
         src = pathlib.Path(tmp) / "kernels.cu"
         src.write_text(source)
         out = pathlib.Path(tmp) / "kernels.ptx"
-        result = subprocess.run([nvcc, "-ptx", f"-arch={arch}", *options, str(src), "-o", str(out)],
+        result = subprocess.run([nvcc, "-ptx", f"-arch={arch}", *options, *includes, str(src), "-o", str(out)],
                                 capture_output=True, text=True, timeout=300)
         if result.returncode != 0:
             if "host compiler" in result.stderr or "gcc" in result.stderr:

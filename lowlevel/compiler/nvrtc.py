@@ -46,7 +46,8 @@ def compile_source(source: str, name: str, arch: int, target: str, options=(), n
         for expr in name_expressions:
             _check(nvrtc, nvrtc.nvrtcAddNameExpression(prog, expr.encode()), "nvrtcAddNameExpression")
         virtual = target == "ptx"
-        all_options = [f"--gpu-architecture={'compute' if virtual else 'sm'}_{arch}", *options]
+        all_options = [f"--gpu-architecture={'compute' if virtual else 'sm'}_{arch}", *options,
+                       *_default_include_path()]
         encoded = [o.encode() for o in all_options]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
         log = _text(nvrtc, prog, nvrtc.nvrtcGetProgramLogSize, nvrtc.nvrtcGetProgramLog)
@@ -66,6 +67,17 @@ def compile_source(source: str, name: str, arch: int, target: str, options=(), n
         return code, log, lowered
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _default_include_path() -> list[str]:
+    """--include-path for the CUDA headers (cuda_fp16.h, cuda_bf16.h, ...), so sources can
+    #include them as with nvcc; NVRTC itself brings only its builtin headers."""
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+        include = find_nvidia_header_directory("cudart")
+    except Exception:
+        include = None
+    return [f"--include-path={include}"] if include else []
 
 
 def supported_archs() -> list[int]:
