@@ -53,7 +53,7 @@ def views(rng, base):
         out.append((f"transpose{ndim}", a.transpose(rng.permutation(ndim))))
         # Sliced: start > 0 (non-zero storage offset), steps 1..3, in a bigger array.
         big = tuple(s * 3 + 2 for s in shape)
-        while np.prod(big) > n_base:
+        while np.prod(big) > n_base - 7:      # the slice below starts at offset 7
             big = tuple(max(1, b // 2) for b in big)
         b = base[7:7 + int(np.prod(big))].reshape(big)
         sl = []
