@@ -18,7 +18,8 @@ align them naturally).
 thread order, it reads the format string and the argument buffer through generic
 addresses (global/local memory: see spaces.py) and formats with C printf rules; the text
 goes to `LaunchStats.printed`, which the driver writes to stdout when the kernel
-completes.
+completes. `__assertfail` (device assert()) becomes the pseudo instruction `_assertfail`
+(devassert.py).
 """
 from __future__ import annotations
 
@@ -136,12 +137,19 @@ def _expand(k, body, mod, stack, counter) -> list:
                                                Sym(args[1])], ins.line, ins.text, ins.guard)
             out.append(new)
             continue
+        if name == "__assertfail":              # device assert(): devassert.py
+            if len(args) != 5 or rets:
+                raise PtxError(ins.line, f"__assertfail takes (message, file, line, function, "
+                                         f"charSize): {ins.text}")
+            out.append(Instruction("_assertfail", [], [Sym(a) for a in args], ins.line,
+                                   ins.text, ins.guard))
+            continue
         f = mod.functions.get(name)
         if f is None:
             raise PtxError(ins.line, f"call of undefined function {name!r}: {ins.text}")
         if not f.body and not f.registers:
             raise cg.unsupported(ins, f"call of external function {name!r} (no body in "
-                                      "this module; only vprintf is provided)")
+                                      "this module; only vprintf and __assertfail are provided)")
         if name in stack:
             chain = " -> ".join(stack[1:] + (name,)) if len(stack) > 1 else name
             raise cg.unsupported(ins, f"recursive call of {name!r} ({chain}); the emulator "
@@ -472,3 +480,5 @@ def printf(C, fmt_addr, args_addr, iid, guard):
 
 
 cg.EXTRA_NAMESPACE["_printf"] = printf
+
+from . import devassert  # noqa: E402,F401  (__assertfail: registers itself)

@@ -58,6 +58,7 @@ class Block:
     writes: tuple = ()           # register slots stored back
     n_instructions: int = 0
     barrier: tuple | None = None     # (id, thread count or 0) when the block ends in bar.sync
+    reduction: str | None = None     # "popc"/"and"/"or" when that barrier is a bar.red (barred.py)
 
 
 @dataclass
@@ -73,6 +74,7 @@ class CompiledKernel:
     global_names: dict = field(default_factory=dict)    # module variable -> namespace name
     uses_shared: bool = False              # touches shared memory (by name or address)
     uses_local: bool = False
+    reductions: bool = False               # has bar.red blocks (engine calls barred.release)
 
     @property
     def exit_pc(self) -> int:
@@ -886,6 +888,9 @@ def split_blocks(k: Kernel) -> list[Block]:
         if item.opcode in _TERMINATORS or ends_block(item):
             blocks.append(cur)
             cur = Block(len(blocks), [], [])
+            follow = after_barrier(item)       # bar.red: its result starts the next block
+            if follow is not None:
+                cur.instructions.append(follow)
     if cur.instructions or cur.labels or not blocks:
         blocks.append(cur)
     return blocks
@@ -956,6 +961,7 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
         if ret is None:
             ret = str(block.index + 1 if block.index + 1 < exit_pc else exit_pc)
         block.barrier = getattr(g, "barrier", None)
+        block.reduction = getattr(g, "barrier_red", None)
         block.reads = tuple(g.used)
         block.writes = tuple(g.written)
         block.n_instructions = len(block.instructions)
@@ -1006,4 +1012,4 @@ def _terminator(g: _BlockGen, ins: Instruction, block: Block, labels, exit_pc) -
 
 
 from . import bits, warp, halfprec, calls  # noqa: E402,F401  (they register themselves)
-from .memops import ends_block, kernel_layout  # noqa: E402  (ld/st/atom/red/bar/cvta spaces)
+from .memops import after_barrier, ends_block, kernel_layout  # noqa: E402  (ld/st/atom/red/bar/cvta spaces)

@@ -22,6 +22,8 @@ Control flow (see codegen.py for what a block is):
   barrier is complete: all non-exited lanes of the CTA wait on that barrier id (exited
   threads count as arrived), or, with a thread count, that many have arrived. If nothing
   can be released, the CTA can never proceed: a deadlock, reported as a KernelFault.
+  `bar.red` is such a barrier that also reduces the arriving lanes' predicates per CTA
+  (barred.py: at once on the converged path, at release on the divergent one).
 - Watchdog: LOWLEVEL_EMU_WATCHDOG_S (default 60 s of wall time per launch, 0 = off) turns
   a kernel that never finishes into CUDA_ERROR_LAUNCH_TIMEOUT; checked every 256 steps.
 - Shared, local and generic memory and atomics: spaces.py; racecheck: racecheck.py.
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import barred
 from .codegen import CompiledKernel
 from .faults import KernelFault
 from .memory import AccessFault, DeviceMemory
@@ -348,6 +351,8 @@ class _Launch(SpacesMixin):
                 f"{n_live} remaining threads wait at {lines}; none of these barriers can "
                 f"complete (exited threads count as arrived)")
         pcs[waiting[release]] = bblk[release] + 1
+        if self.ck.reductions:          # bar.red: each CTA's reduction to its lanes (barred.py)
+            barred.release(self, waiting[release], bblk[release], key[release])
         if self.race is not None:
             self.race.barrier(np.unique(cta[release]))
 

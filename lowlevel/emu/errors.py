@@ -21,6 +21,7 @@ DESCRIPTIONS = {
     "CUDA_ERROR_MISALIGNED_ADDRESS": "a kernel loaded or stored through a misaligned address",
     "CUDA_ERROR_LAUNCH_FAILED": "a kernel failed on the device (trap or other exception)",
     "CUDA_ERROR_LAUNCH_TIMEOUT": "a kernel ran past the watchdog's limit and was stopped",
+    "CUDA_ERROR_ASSERT": "a device-side assert() failed in a kernel",
     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "the launch asks for more resources than the device has",
     "CUDA_ERROR_NOT_SUPPORTED": "the operation is not supported by the emulated GPU",
     "CUDA_ERROR_UNKNOWN": "an unexpected internal error in the emulated driver",

@@ -9,7 +9,8 @@ Registered into codegen.EMITTERS when codegen is imported (it imports this modul
   bar/barrier   .sync (id and optional thread count, immediates), bar.cta.sync,
                 barrier.sync.aligned: end their basic block (see engine.py);
                 bar.warp.sync: no-op (lanes run in lockstep; memory is sequentially
-                consistent); bar.arrive / bar.red: refused
+                consistent); bar.red (popc/and/or): barred.py; bar.arrive: refused
+  cp.async      asyncopy.py (the copy at issue time; commit/wait are no-ops)
   mov           of a variable name: its address in its own space (shared/local offset,
                 global address)
 Addresses: see spaces.py for the windows.
@@ -22,8 +23,9 @@ from . import codegen as cg
 from .codegen import EMITTERS, PtxError, _Mods, _operands, unsupported
 from .ptx_parser import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
 from .spaces import LOCAL_WINDOW, SHARED_WINDOW, kernel_layout
+from . import asyncopy, barred  # noqa: E402,F401  (bar.red, cp.async: they register themselves)
 
-__all__ = ["ends_block", "kernel_layout"]
+__all__ = ["ends_block", "after_barrier", "kernel_layout"]
 
 _U64_MASK = (1 << 64) - 1
 _SPACES = ("global", "param", "shared", "local", "const", "generic", "tex")
@@ -33,7 +35,13 @@ _SEMANTICS = {"relaxed", "acquire", "release", "acq_rel", "sc", "weak", "volatil
 
 def ends_block(ins: Instruction) -> bool:
     """Barrier waits end a basic block (the scheduler parks lanes between blocks)."""
-    return ins.opcode in ("bar", "barrier") and "sync" in ins.mods and "warp" not in ins.mods
+    return ins.opcode in ("bar", "barrier") and "warp" not in ins.mods and \
+        ("sync" in ins.mods or "red" in ins.mods)
+
+
+def after_barrier(ins: Instruction):
+    """The instruction a barrier puts first in the next block (bar.red's result), or None."""
+    return barred.follower(ins)
 
 
 # --- variables and addresses -----------------------------------------------------------
@@ -342,14 +350,21 @@ def emit_bar(g, ins: Instruction) -> None:
     m.take("cta")
     kind = m.take("sync", "arrive", "red")
     m.take("aligned")
-    m.done()
     if kind is None:
         raise unsupported(ins, "barrier form")
+    if kind == "red":
+        barred.emit_bar_red(g, ins, m, _barrier_id_count)
+        return
     if kind != "sync":
         raise unsupported(ins, f".{kind} barriers")
+    m.done()
     if ins.guard is not None:
         raise unsupported(ins, "a predicated barrier")
-    ops = ins.operands
+    g.barrier = _barrier_id_count(ins, ins.operands)
+
+
+def _barrier_id_count(ins: Instruction, ops) -> tuple:
+    """(barrier id, thread count or 0) of a barrier's operands (immediates only)."""
     if not 1 <= len(ops) <= 2:
         raise PtxError(ins.line, f"{ins.opcode}.sync takes a barrier id and an optional "
                                  f"thread count: {ins.text}")
@@ -366,7 +381,7 @@ def emit_bar(g, ins: Instruction) -> None:
         if count <= 0 or count % 32:
             raise PtxError(ins.line, f"barrier thread count {count} must be a positive "
                                      f"multiple of 32: {ins.text}")
-    g.barrier = (bid, count)
+    return bid, count
 
 
 def emit_isspacep(g, ins: Instruction) -> None:

@@ -274,6 +274,27 @@ class Tok:
     pos: int
 
 
+def _rename_registers(ins: Instruction, renames: dict) -> None:
+    """Point the register operands of `ins` at the storage `renames` gives their names."""
+    def op(o):
+        if isinstance(o, Reg):
+            return Reg(renames[o.name], o.negated) if o.name in renames else o
+        if isinstance(o, Sym):
+            return Sym(renames[o.name]) if o.name in renames else o
+        if isinstance(o, Addr) and o.base is not None:
+            return Addr(op(o.base), o.offset)
+        if isinstance(o, Vec):
+            return Vec([None if e is None else op(e) for e in o.elems])
+        if isinstance(o, ArgList):
+            return ArgList([op(e) for e in o.elems])
+        if isinstance(o, PredPair):
+            return PredPair(op(o.p), op(o.q) if o.q is not None else None)
+        return o
+    ins.operands = [op(o) for o in ins.operands]
+    if ins.guard is not None:
+        ins.guard = op(ins.guard)
+
+
 def _strip_comments(src: str) -> str:
     """Blank out // and /* */ comments, keeping newlines so line numbers stay right."""
     out = []
@@ -646,6 +667,11 @@ class _Parser:
     def body(self, k: Kernel) -> None:
         self.expect("{", "to open the function body")
         depth = 1
+        # Nested { } blocks are register scopes (NVRTC's __syncthreads_count declares its
+        # own %p1 inside one): a .reg that shadows a register of an enclosing scope gets
+        # storage of its own, `%p1$2`, and the instructions of its block use that name.
+        scopes: list[dict] = [{}]
+        renames: dict = {}
         while True:
             t = self.tok
             if t.kind == "eof":
@@ -653,13 +679,18 @@ class _Parser:
             if t.text == "{":
                 self.next()
                 depth += 1
+                scopes.append({})
             elif t.text == "}":
                 self.next()
                 depth -= 1
+                scopes.pop()
+                renames = {n: m for sc in scopes for n, m in sc.items() if n != m}
                 if depth == 0:
                     return
             elif t.text == ".reg":
-                self.reg_decl(k)
+                for name, storage in self.reg_decl(k, scopes).items():
+                    if name != storage:
+                        renames[name] = storage
             elif t.text in (".local", ".shared", ".const", ".global", ".param"):
                 var = self.variable(t.text[1:])
                 k.variables.append(var)
@@ -682,9 +713,15 @@ class _Parser:
                 self.next()
                 k.body.append(t.text)                  # a label
             else:
-                k.body.append(self.instruction())
+                ins = self.instruction()
+                if renames:
+                    _rename_registers(ins, renames)
+                k.body.append(ins)
 
-    def reg_decl(self, k: Kernel) -> None:
+    def reg_decl(self, k: Kernel, scopes=None) -> dict:
+        """Declare the registers of a .reg line; returns {name: storage name} (a name that
+        shadows one of an enclosing scope in `scopes` gets storage of its own)."""
+        declared = {}
         line = self.next().line
         rtype = None
         while self.tok.kind == "directive":
@@ -705,13 +742,24 @@ class _Parser:
             else:
                 names = [name]
             for nm in names:
-                old = k.registers.get(nm)
+                store = nm
+                if scopes and len(scopes) > 1 and any(nm in sc for sc in scopes[:-1]):
+                    store = f"{nm}${len(k.registers)}"
+                    while store in k.registers:
+                        store += "$"
+                elif scopes:
+                    store = next((sc[nm] for sc in reversed(scopes) if nm in sc), nm)
+                old = k.registers.get(store)
                 if old is not None and old != rtype:
                     raise PtxError(line, f"register {nm} redeclared as .{rtype} (was .{old})")
-                k.registers[nm] = rtype
+                k.registers[store] = rtype
+                if scopes:
+                    scopes[-1][nm] = store
+                declared[nm] = store
             if not self.accept(","):
                 break
         self.expect(";", "after register declaration")
+        return declared
 
     def instruction(self) -> Instruction:
         start = self.tok
