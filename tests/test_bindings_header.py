@@ -54,3 +54,15 @@ def test_constants_match_cuda_h():
             m = re.search(rf"\b{name}\s*=\s*([^,\n/]+)", text)
             if m and re.fullmatch(r"0x[0-9a-fA-F]+|\d+", m.group(1).strip()):
                 assert int(m.group(1).strip(), 0) == value, name
+
+
+def test_an_old_driver_gets_the_older_symbol():
+    """A library without cuEventElapsedTime_v2 is bound to cuEventElapsedTime."""
+    class OldLibrary:
+        def __getattr__(self, symbol):
+            if symbol == "cuEventElapsedTime_v2":
+                raise AttributeError(symbol)
+            return type("Function", (), {"name": symbol})()
+    bound = bindings.bind_library(OldLibrary())
+    assert bound["cuEventElapsedTime"].name == "cuEventElapsedTime"
+    assert bound["cuMemAlloc"].name == "cuMemAlloc_v2"

@@ -87,6 +87,10 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuEventElapsedTime":         ("cuEventElapsedTime_v2", (ptr, handle, handle)),
 }
 
+# Drivers older than the header may lack a versioned symbol but export its predecessor with
+# the same prototype (cuEventElapsedTime_v2 arrived in CUDA 12.8); bind that instead.
+OLDER_SYMBOLS = {"cuEventElapsedTime": "cuEventElapsedTime"}
+
 # The C type of a host callback passed to cuLaunchHostFunc: void (*)(void *userData).
 CUhostFn = ctypes.CFUNCTYPE(None, c_void_p)
 
@@ -104,9 +108,10 @@ def bind_library(lib: ctypes.CDLL) -> dict:
     """
     bound = {}
     for name, (symbol, argtypes) in PROTOTYPES.items():
-        try:
-            fn = getattr(lib, symbol)
-        except AttributeError:
+        fn = getattr(lib, symbol, None)
+        if fn is None and name in OLDER_SYMBOLS:
+            fn = getattr(lib, OLDER_SYMBOLS[name], None)
+        if fn is None:
             continue
         fn.restype = CUresult
         fn.argtypes = list(argtypes)
