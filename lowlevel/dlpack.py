@@ -170,11 +170,20 @@ def from_dlpack(obj):
             np.zeros(1, np.uint8)
     elif t.device.device_type == KDL_CUDA:
         storage.device = Device("cuda", t.device.device_id)
-        storage.block = type("ForeignBlock", (), {"ptr": base})()
+        storage.block = _ForeignBlock(base)
         storage.allocator = _NoFree()
     else:
         raise TypeError(f"DLPack device type {t.device.device_type} is not supported")
     return Tensor(storage, shape, strides, 0, dtype)
+
+
+class _ForeignBlock:
+    """Device memory another library owns: no stream of ours made it."""
+
+    stream = None
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
 
 
 class _NoFree:

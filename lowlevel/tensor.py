@@ -49,7 +49,8 @@ class Storage:
             self.allocator = get_allocator()
             self.block = self.allocator.allocate(max(1, nbytes), current_stream())
         else:
-            self.host = np.zeros(max(1, nbytes), np.uint8)
+            # A whole number of 8-byte words, so the bytes can be viewed as any element type.
+            self.host = np.zeros(max(8, nbytes + (-nbytes % 8)), np.uint8)
 
     @property
     def ptr(self) -> int:

@@ -240,3 +240,32 @@ def test_ops_on_a_busy_stream_return_before_it_is_idle(driver, rng):
     p = v @ v + v
     e = np.exp(p - p.max(1, keepdims=True))
     np.testing.assert_allclose(got, (e / e.sum(1, keepdims=True)).sum(0), rtol=1e-4, atol=1e-5)
+
+
+def test_memory_read_on_another_stream_is_not_reused_too_early(driver):
+    """x is made on the legacy stream and read by an op queued on a held stream; dropping x
+    must not let the legacy stream overwrite its memory before that op has run."""
+    import threading
+    s = cuda.Stream(non_blocking=True)
+    x = ll.ones(1000, device="cuda")
+    cuda.synchronize()
+    gate = threading.Event()
+    s.add_callback(lambda: gate.wait(20))
+    with cuda.stream(s):
+        y = x * 2.0                       # queued behind the gate: reads x later
+    del x
+    z = ll.full((1000,), 5.0, device="cuda")      # the legacy stream allocates and writes now
+    gate.set()
+    s.synchronize()
+    assert (y.numpy() == 2.0).all()
+    assert (z.numpy() == 5.0).all()
+
+
+def test_empty_inner_dimension_zeroes_every_output_element(device):
+    for dtype in (ll.float32, ll.float16):
+        if dtype is ll.float16 and device == "cpu":
+            continue
+        junk = ll.full((3,), 7.0, dtype=dtype, device=device)   # leaves 7s in freed memory
+        del junk
+        out = ll.zeros(1, 0, dtype=dtype, device=device) @ ll.zeros(0, 3, dtype=dtype, device=device)
+        assert out.shape == (1, 3) and (out.numpy() == 0).all()

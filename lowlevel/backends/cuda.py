@@ -1,10 +1,10 @@
 """The CUDA backend: the handwritten kernels of ptx/ and cuBLAS, on the current stream.
 
 Everything is queued on `lowlevel.cuda.current_stream()` and returns at once; nothing here
-waits for the GPU except `to_host`, which must hand bytes to the CPU. Temporaries (the
-contiguous copies that broadcasting and reductions need) may be dropped as soon as their
-kernels are queued: the caching allocator reuses their memory only in the same stream's
-order, after those kernels.
+waits for the GPU except `to_host`, which must hand bytes to the CPU. Every tensor a launch
+uses is recorded with the caching allocator when its memory came from another stream, so
+dropping it cannot hand that memory out before the launch has run; temporaries made on the
+current stream are reused only in that stream's order, after the kernels that read them.
 
 Element-wise ops take contiguous operands of the output's shape; a broadcast operand is
 first materialised by the strided-copy kernel (stride 0 along broadcast dimensions).
@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import kernels, trace
-from ..cuda import cublas, current_stream, memcpy_dtoh_async, memset_d32
+from ..cuda import Stream, cublas, current_stream, memcpy_dtoh_async, memset_d8, memset_d32
 from ..cuda.gemm import gemm_rowmajor
 from ..dispatch import CUDA, register_kernel
 from ..ops import broadcast_shapes
@@ -29,11 +29,23 @@ MAX_GRID = 2048          # grid-stride kernels need no more blocks than this to 
 SUFFIX = {dt.float32: "f32", dt.float16: "f16"}
 
 
+def _record_uses(tensors, stream) -> None:
+    """Tell the allocator that work on `stream` uses these tensors' memory, so a block made on
+    another stream is not handed out again before that work is done."""
+    for t in tensors:
+        block = t.storage.block
+        if block is not None and block.stream is not None and block.stream != (0 if stream is None else stream.handle):
+            t.storage.allocator.record_stream(block, stream if stream is not None else Stream.legacy())
+
+
 def _launch(module: str, kernel: str, grid, block, args) -> None:
+    """Launch on the current stream; tensors among `args` pass as their data pointers."""
     mod = kernels.module(module)
     f = mod.get_function(kernel)
     stream = current_stream()
-    f.launch(grid, block, args, stream=stream)
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    _record_uses(tensors, stream)
+    f.launch(grid, block, [a.data_ptr if isinstance(a, Tensor) else a for a in args], stream=stream)
     trace.note_launch(kernel=kernel, module=module, grid=grid, block=block, image_kind=mod.image_kind,
                       stream=stream)
 
@@ -42,9 +54,8 @@ def _grid(n: int) -> int:
     return max(1, min(MAX_GRID, -(-n // BLOCK)))
 
 
-def _suffix(op: str, t: Tensor) -> str:
-    if t.dtype not in SUFFIX:
-        raise NotImplementedError(f"{op} on CUDA has kernels for float32 and float16, not {t.dtype.name}")
+def _suffix(t: Tensor) -> str:
+    """"f32" or "f16": the kernels are registered for those two dtypes only."""
     return SUFFIX[t.dtype]
 
 
@@ -69,7 +80,7 @@ def contiguous(x: Tensor) -> Tensor:
     shape = [s for s, _ in dims] + [1] * (MAX_DIMS - len(dims))
     strides = [st for _, st in dims] + [0] * (MAX_DIMS - len(dims))
     layout = struct.pack("<13Q", len(dims), *shape, *strides)
-    _launch("tensor_ops", _COPY_KERNEL[x.dtype.itemsize], _grid(n), BLOCK, (out.data_ptr, x.data_ptr, n, layout))
+    _launch("tensor_ops", _COPY_KERNEL[x.dtype.itemsize], _grid(n), BLOCK, (out, x, n, layout))
     return out
 
 
@@ -93,13 +104,13 @@ _UNARY = {"neg": "neg", "relu": "relu", "exp": "exp"}
 
 def _binary_kernel(op: str, name: str):
     def kernel(a: Tensor, b: Tensor) -> Tensor:
-        sfx = _suffix(op, a)
+        sfx = _suffix(a)
         shape = broadcast_shapes(op, a.shape, b.shape)
         out = empty(shape, dtype=a.dtype, device=a.device)
         n = out.numel()
         if n:
             a2, b2 = _materialize(a, shape), _materialize(b, shape)
-            _launch(f"elementwise_{sfx}", f"{name}_{sfx}", _grid(n), BLOCK, (out.data_ptr, a2.data_ptr, b2.data_ptr, n))
+            _launch(f"elementwise_{sfx}", f"{name}_{sfx}", _grid(n), BLOCK, (out, a2, b2, n))
         return out
     kernel.__qualname__ = f"{op}"
     return kernel
@@ -107,12 +118,12 @@ def _binary_kernel(op: str, name: str):
 
 def _unary_kernel(op: str, name: str):
     def kernel(x: Tensor) -> Tensor:
-        sfx = _suffix(op, x)
+        sfx = _suffix(x)
         out = empty(x.shape, dtype=x.dtype, device=x.device)
         n = out.numel()
         if n:
             x2 = _materialize(x, x.shape)
-            _launch(f"elementwise_{sfx}", f"{name}_{sfx}", _grid(n), BLOCK, (out.data_ptr, x2.data_ptr, n))
+            _launch(f"elementwise_{sfx}", f"{name}_{sfx}", _grid(n), BLOCK, (out, x2, n))
         return out
     kernel.__qualname__ = f"{op}"
     return kernel
@@ -144,13 +155,13 @@ def _reduce_rows(kind: str, x: Tensor, dim: int | None, keepdim: bool) -> Tensor
     if dim is None and kind == "sum":
         out = _zeros_f32((), x.device)                 # reduce_sum adds into its output
         if cols:
-            _launch("reduce_sum", "reduce_sum_f32", _grid(cols), BLOCK, (rows_view.data_ptr, out.data_ptr, cols))
+            _launch("reduce_sum", "reduce_sum_f32", _grid(cols), BLOCK, (rows_view, out, cols))
     else:
         out = empty(out_shape, dtype=dt.float32, device=x.device)
         if rows:
             warps = BLOCK // 32
             _launch("tensor_ops", f"reduce_rows_{kind}_f32", max(1, min(65535, -(-rows // warps))), BLOCK,
-                    (rows_view.data_ptr, out.data_ptr, rows, cols))
+                    (rows_view, out, rows, cols))
     if keepdim:
         out = out.reshape([1 if dim is None or i == dim else s for i, s in enumerate(x.shape)])
     return out
@@ -173,7 +184,7 @@ def mean(x, dim, keepdim):
     out = empty(total.shape, dtype=dt.float32, device=x.device)
     n = out.numel()
     scale = np.float32(1.0 / count) if count else np.float32(np.nan)
-    _launch("tensor_ops", "scale_f32", _grid(n), BLOCK, (out.data_ptr, total.data_ptr, scale, n))
+    _launch("tensor_ops", "scale_f32", _grid(n), BLOCK, (out, total, scale, n))
     return out
 
 
@@ -186,7 +197,7 @@ def softmax(x, dim):
     if rows and cols:
         warps = BLOCK // 32
         _launch("softmax", "softmax_rows_f32", max(1, min(65535, -(-rows // warps))), BLOCK,
-                (rows_view.data_ptr, out.data_ptr, rows, cols))
+                (rows_view, out, rows, cols))
     inverse = [order.index(d) for d in range(x.ndim)]
     return out.permute(inverse)
 
@@ -217,11 +228,12 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     out = empty(out_shape, dtype=a.dtype, device=a.device)
     if out.numel():
         if k == 0:
-            memset_d32(out.data_ptr, 0, out.numel() * out.dtype.itemsize // 4, stream=current_stream())
+            memset_d8(out.data_ptr, 0, out.numel() * out.dtype.itemsize, stream=current_stream())
         else:
             a2, ta, lda = _as_matrix(a)
             b2, tb, ldb = _as_matrix(b)
             handle = cublas.get_handle(current_stream())
+            _record_uses((a2, b2, out), current_stream())
             dtype = "bfloat16" if a.dtype is dt.bfloat16 else a.dtype.storage
             gemm_rowmajor(handle, a2.data_ptr, b2.data_ptr, out.data_ptr, m, n, k, dtype=dtype, lda=lda, ldb=ldb,
                           ldc=n, trans_a=ta, trans_b=tb, batch=batch,
@@ -252,7 +264,7 @@ def cast(x: Tensor, dtype) -> Tensor:
     out = empty(x.shape, dtype=dtype, device=x.device)
     n = out.numel()
     if n:
-        _launch("tensor_ops", name, _grid(n), BLOCK, (out.data_ptr, _materialize(x, x.shape).data_ptr, n))
+        _launch("tensor_ops", name, _grid(n), BLOCK, (out, _materialize(x, x.shape), n))
     return out
 
 
@@ -267,9 +279,10 @@ def to_host(x: Tensor) -> Tensor:
     """CUDA -> host: queued on the current stream, so it follows the work that made x; a copy
     into pageable memory returns only when the bytes have arrived."""
     src = _materialize(x, x.shape)
-    host = np.empty(x.shape, dtype=x.dtype.storage)
-    if host.nbytes:
-        memcpy_dtoh_async(host.reshape(-1).view(np.uint8), src.data_ptr, current_stream())
     out = empty(x.shape, dtype=x.dtype, device="cpu")
-    out.storage.host[:host.nbytes] = host.reshape(-1).view(np.uint8)
+    nbytes = out.numel() * x.dtype.itemsize
+    if nbytes:
+        stream = current_stream()
+        _record_uses((src,), stream)
+        memcpy_dtoh_async(out.storage.host[:nbytes], src.data_ptr, stream)
     return out
