@@ -93,14 +93,11 @@ def to_dlpack(tensor, stream=None):
     queued there after this call will see the tensor's data (an event orders them)."""
     kind, index = device_code(tensor.device)
     if kind == KDL_CUDA and stream not in (None, -1):
-        from .cuda import Event, current_stream
-        from .cuda.context import ensure_context
+        from .cuda import Event, Stream, current_stream
         producer = current_stream()
         consumer = 0 if stream == 1 else stream
         if (0 if producer is None else producer.handle) != consumer:
-            ready = Event(timing=False).record(producer)
-            drv, _ = ensure_context()
-            drv.cuStreamWaitEvent(consumer, ready.handle, 0)
+            Stream(_handle=consumer).wait(Event(timing=False).record(producer))
     shape = (ctypes.c_int64 * max(1, tensor.ndim))(*tensor.shape)
     strides = (ctypes.c_int64 * max(1, tensor.ndim))(*tensor.strides)
     managed = DLManagedTensor()
@@ -144,12 +141,14 @@ def from_dlpack(obj):
     from .tensor import Device, Storage, Tensor
     capsule = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
     ptr = _api.PyCapsule_GetPointer(capsule, _CAPSULE_NAME)
-    _api.PyCapsule_SetName(capsule, _USED_NAME)
     managed = ctypes.cast(ptr, ctypes.POINTER(DLManagedTensor))
     t = managed.contents.dl_tensor
+    # Check everything before taking the capsule: a refused one stays its producer's.
     dtype = _DTYPES.get((t.dtype.code, t.dtype.bits))
     if dtype is None or t.dtype.lanes != 1:
         raise TypeError(f"DLPack dtype code {t.dtype.code} bits {t.dtype.bits} lanes {t.dtype.lanes} is not supported")
+    if t.device.device_type not in (KDL_CPU, KDL_CUDA):
+        raise TypeError(f"DLPack device type {t.device.device_type} is not supported")
     shape = tuple(t.shape[i] for i in range(t.ndim))
     if t.strides:
         strides = tuple(t.strides[i] for i in range(t.ndim))
@@ -158,6 +157,10 @@ def from_dlpack(obj):
         for s in reversed(shape):
             strides.insert(0, step)
             step *= s
+    if any(st < 0 for st in strides):
+        raise ValueError(f"DLPack tensor with negative strides {strides}: lowlevel views have none; "
+                         f"pass a copy (e.g. numpy's .copy())")
+    _api.PyCapsule_SetName(capsule, _USED_NAME)
     keeper = _ForeignMemory(managed)
     storage = Storage.__new__(Storage)
     storage.block, storage.host, storage.keeper = None, None, keeper
@@ -168,12 +171,10 @@ def from_dlpack(obj):
         storage.device = Device("cpu")
         storage.host = np.ctypeslib.as_array((ctypes.c_uint8 * max(1, span)).from_address(base)) if span else \
             np.zeros(1, np.uint8)
-    elif t.device.device_type == KDL_CUDA:
+    else:
         storage.device = Device("cuda", t.device.device_id)
         storage.block = _ForeignBlock(base)
         storage.allocator = _NoFree()
-    else:
-        raise TypeError(f"DLPack device type {t.device.device_type} is not supported")
     return Tensor(storage, shape, strides, 0, dtype)
 
 

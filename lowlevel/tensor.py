@@ -242,6 +242,12 @@ class Tensor:
         values = np.array2string(self.numpy(), separator=", ", precision=4, threshold=64)
         return f"tensor({values}, dtype={self.dtype.name}, device={self.device})"
 
+    def __bool__(self):
+        if self.numel() != 1:
+            raise ValueError(f"the truth value of a tensor with {self.numel()} elements is ambiguous "
+                             f"(shape {self.shape}); use .item() on a single element")
+        return bool(self.item())
+
     def __len__(self):
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
@@ -359,7 +365,10 @@ def _default_dtype(values: np.ndarray, data) -> DType:
 def tensor(data, dtype=None, device="cpu") -> Tensor:
     """A new tensor from data (nested lists, numbers, numpy arrays, or another tensor)."""
     if isinstance(data, Tensor):
-        data = data.numpy()
+        # A copy made where the data is (device -> device stays on the device, no wait).
+        from . import ops
+        copy = ops.contiguous(data.to(device)) if Device(device) == data.device else data.to(device)
+        return copy if dtype is None else copy.to(dtype)
     values = np.asarray(data)
     dtype = as_dtype(dtype) if dtype is not None else _default_dtype(values, data)
     return from_numpy_values(values, dtype, device)

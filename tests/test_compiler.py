@@ -248,3 +248,9 @@ def test_ptx_command_shows_each_stage(tmp_path):
     row = re.search(r"^saxpy\s+(\d+)\s", text, re.M)
     assert row and int(row.group(1)) > 0
     assert fatbin_entries((tmp_path / "s.fatbin").read_bytes())
+
+
+def test_arch_spellings_agree():
+    assert compiler.parse_arch("sm_90") == compiler.parse_arch("compute_90") == compiler.parse_arch((9, 0)) == 90
+    fat = compiler.compile(SAXPY, "fatbin", (9, 0))          # one architecture, as a tuple
+    assert sorted(e["arch"] for e in fatbin_entries(fat) if e["kind"] == KIND_ELF) == [90]

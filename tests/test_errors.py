@@ -186,3 +186,10 @@ def test_cuda_error_carries_everything(driver):
     assert (e.code, e.name, e.function) == (218, "CUDA_ERROR_INVALID_PTX", "cuModuleLoadDataEx")
     assert e.description and e.log
     assert "CUDA_ERROR_INVALID_PTX" in str(e) and e.log.strip() in str(e)
+
+
+def test_half_precision_parameter_overflow_is_refused(driver):
+    from lowlevel.cuda.kernel_args import pack_value
+    assert pack_value("k", 0, "h", "f16", 2, 1.5) == np.float16(1.5).tobytes()
+    with pytest.raises(ValueError, match="overflows float16"):
+        pack_value("k", 0, "h", "f16", 2, 70000.0)

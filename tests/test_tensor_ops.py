@@ -269,3 +269,24 @@ def test_empty_inner_dimension_zeroes_every_output_element(device):
         del junk
         out = ll.zeros(1, 0, dtype=dtype, device=device) @ ll.zeros(0, 3, dtype=dtype, device=device)
         assert out.shape == (1, 3) and (out.numpy() == 0).all()
+
+
+def test_truth_value_and_copies(device):
+    from lowlevel import trace
+    assert bool(ll.tensor([0.0], device=device)) is False
+    assert bool(ll.tensor([[2.0]], device=device)) is True
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(ll.zeros(2, device=device))
+    t = ll.tensor([1.0, 2.0], device=device)
+    with trace.Recorder() as r:
+        u = ll.tensor(t, device=device)           # a copy on the same device, no round trip
+    assert u.storage is not t.storage and u.numpy().tolist() == [1.0, 2.0]
+    assert not [c for c in r.calls if "DtoH" in c["symbol"]]
+
+
+def test_dlpack_refusals_leave_the_producer_intact(rng):
+    x = rng.standard_normal(6)[::-1]                # negative strides
+    with pytest.raises(ValueError, match="negative strides"):
+        ll.from_dlpack(x)
+    capsule = x.copy().__dlpack__()
+    assert ll.from_dlpack(capsule).numel() == 6     # an untouched capsule is still usable

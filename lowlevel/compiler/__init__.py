@@ -43,7 +43,7 @@ def _nvrtc_step(source: str, arch: int, target: str, options, name_expressions, 
         code, log, lowered = nvrtc.compile_source(source, name, arch, target, options, name_expressions)
         data = code.encode() if isinstance(code, str) else code
         return data, {"log": log, "lowered_names": lowered}
-    payload, meta = _cached("nvrtc", produce, source, arch, target, list(options),
+    payload, meta = _cached("nvrtc", produce, source, name, arch, target, list(options),
                             list(name_expressions), _toolkit())
     code = payload.decode() if target == "ptx" else payload
     if target == "cubin":
@@ -55,14 +55,14 @@ def compile(source: str, target: str = "ptx", arch=DEFAULT_ARCH, options=(), nam
             name: str = "kernel.cu"):
     """Compile CUDA C++ with NVRTC. PTX comes back as text, cubins and fatbins as bytes.
 
-    `arch`: "sm_90"-style; for a fatbin a list of them (SASS for each, plus PTX for the
+    `arch`: "sm_90"-style (or 90, or (9, 0)); for a fatbin a list of them (SASS for each, plus PTX for the
     lowest, so newer GPUs can JIT it). `options`: NVRTC's ("-O3" is its default; "-G",
     "--use_fast_math", "-lineinfo", "-default-device", "-I..."). A compile error raises
     CompileError carrying NVRTC's log. See `lowered_names` for templated kernels.
     """
     options = tuple(options)
     if target == "fatbin":
-        archs = sorted({parse_arch(a) for a in ([arch] if isinstance(arch, (str, int)) else arch)})
+        archs = sorted({parse_arch(a) for a in ([arch] if isinstance(arch, (str, int, tuple)) else arch)})
         cubins = {a: _nvrtc_step(source, a, "cubin", options, name_expressions, name)[0] for a in archs}
         ptx = {archs[0]: _nvrtc_step(source, archs[0], "ptx", options, name_expressions, name)[0]}
         return fatbin.build(cubins, ptx)

@@ -46,7 +46,7 @@ def pack_value(kernel: str, index: int, name: str, ptype: str | None, size: int,
         if len(data) != size:
             raise TypeError(f"{where}: got {value.dtype} ({len(data)} bytes)")
         return data
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, bool):
         value = int(value)
     kind = (ptype or "")[:1]          # u s b f pred, or "" when the type is unknown
     if isinstance(value, int):
@@ -71,10 +71,11 @@ def pack_value(kernel: str, index: int, name: str, ptype: str | None, size: int,
         fmt = _FLOAT_FORMAT.get(size)
         if fmt is None:
             raise TypeError(f"{where}: cannot pack a float into {size} bytes")
+        narrow = {"e": np.float16, "f": np.float32}.get(fmt)
+        if narrow is not None and np.isfinite(value) and abs(value) > float(np.finfo(narrow).max):
+            raise ValueError(f"{where}: {value} overflows {np.dtype(narrow).name}")
         if fmt == "e":
             return np.float16(value).tobytes()
-        if fmt == "f" and abs(value) > np.finfo(np.float32).max and np.isfinite(value):
-            raise ValueError(f"{where}: {value} overflows float32")
         return struct.pack("<" + fmt, value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)

@@ -8,7 +8,7 @@ returns as soon as the launch is queued, not when the kernel is done.
 import ctypes
 import pathlib
 
-from .constants import JIT_OPTION
+from .constants import CURESULT, JIT_OPTION
 from .enums import enum_value
 from .context import ensure_context
 from .errors import CudaError
@@ -17,6 +17,7 @@ from .ptx_signature import kernel_params
 from .versions import ptx_isa_version
 
 LOG_SIZE = 64 * 1024
+INVALID_VALUE = CURESULT["CUDA_ERROR_INVALID_VALUE"]
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
 ELF_MAGIC = b"\x7fELF"
 
@@ -75,8 +76,8 @@ class Module:
         from .. import compiler
         from ..compiler import select
         from .context import Device, ensure_context
-        drv, _ = ensure_context()
-        dev = Device(ensure_context()[1].ordinal)
+        drv, ctx = ensure_context()
+        dev = Device(ctx.ordinal)
         arch = compiler.parse_arch(dev.compute_capability)
         options, name_expressions = tuple(options), tuple(name_expressions)
         ptx = compiler.compile(source, "ptx", arch, options, name_expressions, name)
@@ -227,8 +228,10 @@ class Function:
             while True:
                 code = self._drv.cuFuncGetParamInfo.unchecked(self.handle, len(params),
                                                               ctypes.byref(offset), ctypes.byref(size))
+                if code == INVALID_VALUE:
+                    break       # past the last parameter
                 if code != 0:
-                    break       # CUDA_ERROR_INVALID_VALUE: past the last parameter
+                    raise self._drv.error(code, "cuFuncGetParamInfo")
                 params.append((offset.value, size.value))
             self._params = params
         return self._params
