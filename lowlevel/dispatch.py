@@ -199,14 +199,23 @@ class NotImplementedForKey(NotImplementedError):
     pass
 
 
+def _walk(op_name: str, keyset: KeySet, dtype: str | None):
+    """(key, what it does) for each key of `keyset` in order, up to the one that ends the
+    call: a kernel, or a backend lacking this dtype. `what` is as _resolve returns it."""
+    op = _ops.get(op_name)
+    for key in keyset:
+        what = _resolve(op, key, dtype) if op else None
+        yield key, what
+        if what is not None and what[0] in ("kernel", "missing-dtype"):
+            return
+
+
 def redispatch(op_name: str, keyset: KeySet, *args, **kwargs):
     """Run `op_name` with the highest key of `keyset` that has something for it."""
-    op = _ops.get(op_name)
-    if op is None:
+    if op_name not in _ops:
         raise NotImplementedForKey(f"no kernels are registered for op {op_name!r}")
     dtype = _dtype_of(args)
-    for key in keyset:
-        what = _resolve(op, key, dtype)
+    for key, what in _walk(op_name, keyset, dtype):
         if what is None or what[0] == "fallthrough":
             continue
         if what[0] == "kernel":
@@ -228,10 +237,8 @@ def explain(op_name: str, *args, **kwargs) -> str:
     keyset = keyset_for(args, kwargs)
     dtype = _dtype_of(args)
     lines = [f"{op_name}: key set {keyset!r}, dtype {dtype}"]
-    op = _ops.get(op_name)
-    chosen = None
-    for key in keyset:
-        what = _resolve(op, key, dtype) if op else None
+    ends = False
+    for key, what in _walk(op_name, keyset, dtype):
         if what is None:
             lines.append(f"  {key.name:10s} nothing registered: skipped")
         elif what[0] == "fallthrough":
@@ -240,12 +247,11 @@ def explain(op_name: str, *args, **kwargs) -> str:
             lines.append(f"  {key.name:10s} fallback {_name(what[1])}: runs, then redispatches below {key.name}")
         elif what[0] == "missing-dtype":
             lines.append(f"  {key.name:10s} no kernel for {dtype} (has {', '.join(what[1])}): error")
-            break
+            ends = True
         else:
             lines.append(f"  {key.name:10s} kernel {_name(what[1])}  <- chosen")
-            chosen = what[1]
-            break
-    if chosen is None and not lines[-1].endswith("error"):
+            ends = True
+    if not ends:
         lines.append("  no kernel: the call would raise NotImplementedError")
     text = "\n".join(lines)
     print(text)
@@ -256,17 +262,12 @@ def _name(fn) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
+def route_through(op_name: str, keyset: KeySet, dtype: str | None) -> list[str]:
+    """The names of the keys of `keyset` that act on the call (fallbacks, then the kernel's)."""
+    return [key.name for key, what in _walk(op_name, keyset, dtype)
+            if what is not None and what[0] != "fallthrough"]
+
+
 def route(op_name: str, *args, **kwargs) -> list[str]:
-    """The names of the keys a call visits that do something (fallbacks, then the kernel's)."""
-    keyset = keyset_for(args, kwargs)
-    dtype = _dtype_of(args)
-    op = _ops.get(op_name)
-    visited = []
-    for key in keyset:
-        what = _resolve(op, key, dtype) if op else None
-        if what is None or what[0] == "fallthrough":
-            continue
-        visited.append(key.name)
-        if what[0] != "fallback":
-            break
-    return visited
+    """The keys a call would visit that do something (fallbacks, then the kernel's)."""
+    return route_through(op_name, keyset_for(args, kwargs), _dtype_of(args))

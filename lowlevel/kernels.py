@@ -31,13 +31,13 @@ def ptx_source(name: str) -> str:
 
 
 @functools.cache
-def _module(name: str, driver_id: int, context_generation: int):
+def _module(name: str, driver_id: int, device: int, context_generation: int):
     from .cuda import Module
     return Module.from_ptx(ptx_source(name))
 
 
 def module(name: str):
-    """ptx/NAME.ptx loaded into the current context (once per driver and context)."""
+    """ptx/NAME.ptx loaded into the current context (once per driver, device and context)."""
     from .cuda.context import ensure_context
     drv, ctx = ensure_context()
-    return _module(name, id(drv), ctx.generation)
+    return _module(name, id(drv), ctx.ordinal, ctx.generation)

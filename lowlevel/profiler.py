@@ -64,8 +64,7 @@ def _record(op: str, below: dispatch.KeySet, args, kwargs):
         from .cuda import current_stream
         events[1].record(current_stream())
     if prof is not None:
-        route = ["Profiler"] + [k.name for k in below if dispatch._resolve(dispatch._ops[op], k,
-                                                                            dispatch._dtype_of(args))][:1]
+        route = ["Profiler"] + dispatch.route_through(op, below, dispatch._dtype_of(args))
         prof.records.append({"op": op, "route": route, "host_s": host, "events": events})
     return result
 

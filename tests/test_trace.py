@@ -47,3 +47,11 @@ def test_every_op_traces():
     from lowlevel.tracing import OPS
     for op in OPS:
         assert "summary" in trace(op, "--size", "16")
+
+
+def test_an_op_without_a_kernel_for_the_dtype_is_a_clear_error():
+    out = subprocess.run([sys.executable, "-m", "lowlevel", "trace", "sum", "--size", "8", "--dtype", "float16"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env={**os.environ, "LOWLEVEL_DRIVER": "emu"})
+    assert out.returncode == 2 and "sum has no CUDA kernel for dtype float16" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -80,13 +80,3 @@ def contiguous(x):
 @register_kernel("cast", CPU)
 def cast(x, dtype):
     return from_numpy_values(values(x), dtype, x.device)
-
-
-@register_kernel("to_host", CPU)
-def to_host(x):
-    return x
-
-
-@register_kernel("to_device", CPU)
-def to_device(x, device):
-    return from_numpy_values(values(x), x.dtype, device)

@@ -149,7 +149,7 @@ class CachingAllocator:
     def _return(self, block: Block) -> None:
         pool = self._free.setdefault((block.stream, block.segment.small), [])
         for neighbour in (block.next, block.prev):      # merge with free neighbours
-            if neighbour is not None and neighbour.free and neighbour in pool and not neighbour.events:
+            if neighbour is not None and neighbour.free and neighbour in pool:
                 pool.remove(neighbour)
                 first, second = (block, neighbour) if neighbour is block.next else (neighbour, block)
                 first.size += second.size
@@ -163,17 +163,21 @@ class CachingAllocator:
         """Give every wholly free segment back to the driver (cuMemFree synchronises)."""
         with self._lock:
             self._release_passed_events()
-            keep = []
+            keep, release = [], []
             for seg in self._segments:
                 pool = self._free.get((seg.stream, seg.small), [])
                 whole = [b for b in pool if b.segment is seg and b.prev is None and b.next is None]
                 if whole:
                     pool.remove(whole[0])
                     self.reserved -= seg.allocation.size
-                    seg.allocation.free()
+                    release.append(seg.allocation)
                 else:
                     keep.append(seg)
             self._segments = keep
+        # Outside the lock: cuMemFree waits for the device, and a stream worker that drops
+        # a tensor meanwhile must be able to return its block.
+        for allocation in release:
+            allocation.free()
 
     def stats(self) -> dict:
         return {"allocated": self.allocated, "reserved": self.reserved, "peak": self.peak,

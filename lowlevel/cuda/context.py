@@ -23,11 +23,11 @@ class _PrimaryContext:
         drv.cuDevicePrimaryCtxRetain(ctypes.byref(handle), ordinal)
         self.handle = handle.value
         self.generation = 0          # bumped by reset_device(): older objects must not free
-        self.current_on = threading.local()
 
 
 _contexts: dict[tuple[int, int], _PrimaryContext] = {}     # (id(driver), device) -> context
 _current_device = threading.local()
+_thread_current = threading.local()          # .context: (driver id, handle, generation) set here
 _lock = threading.Lock()
 shutting_down = False
 
@@ -51,9 +51,12 @@ def ensure_context() -> tuple[Driver, _PrimaryContext]:
     """The driver in use, with the current device's primary context current on this thread."""
     drv = get_driver()
     ctx = _primary(drv, current_device_ordinal())
-    if not getattr(ctx.current_on, "set", False):
+    # The driver's current context is per thread; remember what this thread last made current
+    # (per driver and context generation), so switching devices or drivers sets it again.
+    want = (id(drv), ctx.handle, ctx.generation)
+    if getattr(_thread_current, "context", None) != want:
         drv.cuCtxSetCurrent(ctx.handle)
-        ctx.current_on.set = True
+        _thread_current.context = want
     return drv, ctx
 
 
@@ -77,8 +80,7 @@ def reset_device() -> None:
     """
     drv, ctx = ensure_context()
     drv.cuDevicePrimaryCtxReset(ctx.ordinal)
-    ctx.generation += 1
-    ctx.current_on = threading.local()     # every thread must make the new context current
+    ctx.generation += 1                    # every thread makes the new context current again
     handle = ctypes.c_void_p()
     drv.cuDevicePrimaryCtxRetain(ctypes.byref(handle), ctx.ordinal)
     drv.cuDevicePrimaryCtxRelease(ctx.ordinal)   # keep exactly one reference, as before

@@ -104,7 +104,7 @@ class Cublas:
         return ctypes.string_at(self._functions["cublasGetStatusString"](status)).decode()
 
 
-def _bind(functions: dict, lookup) -> dict:
+def _bind(lookup) -> dict:
     bound = {}
     for name, (restype, argtypes) in PROTOTYPES.items():
         fn = lookup(name, restype, argtypes)
@@ -126,7 +126,7 @@ def load_real() -> Cublas:
         if fn is not None:
             fn.restype, fn.argtypes = restype, list(argtypes)
         return fn
-    return Cublas("cuda", _bind({}, lookup), f"libcublas ({lib._name})")
+    return Cublas("cuda", _bind(lookup), f"libcublas ({lib._name})")
 
 
 def load_emulated() -> Cublas:
@@ -136,7 +136,7 @@ def load_emulated() -> Cublas:
     def lookup(name, restype, argtypes):
         impl = implementations.get(name)
         return None if impl is None else ctypes.CFUNCTYPE(restype, *argtypes)(impl)
-    return Cublas("emu", _bind({}, lookup), "emulated cuBLAS (lowlevel.emu.cublas)")
+    return Cublas("emu", _bind(lookup), "emulated cuBLAS (lowlevel.emu.cublas)")
 
 
 _libraries: dict[str, Cublas] = {}

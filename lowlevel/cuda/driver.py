@@ -183,10 +183,6 @@ def use_driver(kind: str) -> Driver:
     return _current
 
 
-def loaded_drivers() -> list[Driver]:
-    return list(_loaded.values())
-
-
 def real_driver_status() -> str:
     """'' when a real driver with a device is usable here, else the reason it is not."""
     return _load_real(os.environ.get("LOWLEVEL_LIBCUDA", DEFAULT_LIBCUDA))[1]
