@@ -87,6 +87,39 @@ def reset_device() -> None:
     ctx.handle = handle.value
 
 
+class ContextResource:
+    """Something made in the current context that must be given back to the driver once:
+    memory, a stream, an event, a module, a cuBLAS handle.
+
+    A subclass calls `_adopt()` when it is made and implements `_release()`. `release()`
+    runs it at most once, and not at all when the interpreter is exiting or the context has
+    been reset since (the driver took everything back then). Garbage collection releases
+    too; an error there (a broken context) is dropped, since the reset will reclaim it.
+    """
+
+    _released = False
+
+    def _adopt(self) -> None:
+        self._drv, self._ctx = ensure_context()
+        self._generation = self._ctx.generation
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        if not shutting_down and self._generation == self._ctx.generation:
+            self._release()
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:
+            pass
+
+
 class Device:
     """A GPU (real or emulated) by ordinal."""
 

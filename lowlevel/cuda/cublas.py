@@ -17,7 +17,7 @@ from ctypes import c_double, c_float, c_int, c_int64, c_size_t, c_void_p
 import numpy as np
 
 from .. import trace
-from .context import current_device_ordinal, ensure_context
+from .context import ContextResource, current_device_ordinal, ensure_context
 from .driver import _show
 from .cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
 from .memory import _ptr
@@ -153,12 +153,11 @@ def library() -> Cublas:
     return lib
 
 
-class Handle:
+class Handle(ContextResource):
     """A cuBLAS handle, bound to the current device; its work runs on `stream`."""
 
     def __init__(self, stream=None):
-        self._drv, self._ctx = ensure_context()
-        self._generation = self._ctx.generation
+        self._adopt()
         self.lib = library()
         h = c_void_p()
         self.lib.cublasCreate_v2(ctypes.byref(h))
@@ -191,17 +190,10 @@ class Handle:
         return v.value
 
     def destroy(self) -> None:
-        from . import context
-        if self.handle is not None:
-            h, self.handle = self.handle, None
-            if not context.shutting_down and self._generation == self._ctx.generation:
-                self.lib.cublasDestroy_v2(h)
+        self.release()
 
-    def __del__(self):
-        try:
-            self.destroy()
-        except Exception:
-            pass
+    def _release(self) -> None:
+        self.lib.cublasDestroy_v2(self.handle)
 
 
 _per_thread = threading.local()

@@ -8,11 +8,10 @@ import ctypes
 
 import numpy as np
 
-from . import context
-from .context import ensure_context
+from .context import ContextResource, ensure_context
 
 
-class DeviceAllocation:
+class DeviceAllocation(ContextResource):
     """A block of device memory: `.ptr` (the CUdeviceptr), `.size` in bytes, `int()`.
 
     Freed by `.free()` or when garbage collected. One allocated with a stream
@@ -23,8 +22,7 @@ class DeviceAllocation:
         self.ptr = ptr
         self.size = size
         self._stream = stream
-        self._drv, self._ctx = ensure_context()
-        self._generation = self._ctx.generation
+        self._adopt()
 
     def __int__(self):
         return self.ptr
@@ -38,22 +36,17 @@ class DeviceAllocation:
 
     def free(self, stream=None) -> None:
         """Release the memory now (cuMemFree), or in `stream`'s order (cuMemFreeAsync)."""
-        if self.ptr is None:
-            return
-        ptr, self.ptr = self.ptr, None
-        if context.shutting_down or self._generation != self._ctx.generation:
-            return      # the context that owned it is gone: nothing to free
-        stream = stream if stream is not None else self._stream
         if stream is not None:
-            self._drv.cuMemFreeAsync(ptr, stream.handle)
+            self._stream = stream
+        self.release()
+        self.ptr = None         # also when the context was reset: the pointer means nothing now
+
+    def _release(self) -> None:
+        ptr, self.ptr = self.ptr, None
+        if self._stream is not None:
+            self._drv.cuMemFreeAsync(ptr, self._stream.handle)
         else:
             self._drv.cuMemFree(ptr)
-
-    def __del__(self):
-        try:
-            self.free()
-        except Exception:
-            pass        # a broken context (sticky error) cannot free; the reset frees all
 
 
 def _ptr(x) -> int:
@@ -99,23 +92,17 @@ def mem_get_info() -> tuple[int, int]:
 
 
 # ---- pinned host memory --------------------------------------------------------------------
-class _PinnedBlock:
+class _PinnedBlock(ContextResource):
     """Owns one cuMemAllocHost block; frees it when the last array over it goes away."""
 
     def __init__(self, nbytes: int):
-        self._drv, self._ctx = ensure_context()
-        self._generation = self._ctx.generation
+        self._adopt()
         p = ctypes.c_void_p()
         self._drv.cuMemAllocHost(ctypes.byref(p), nbytes)
         self.address, self.nbytes = p.value, nbytes
 
-    def __del__(self):
-        if context.shutting_down or self._generation != self._ctx.generation:
-            return
-        try:
-            self._drv.cuMemFreeHost(self.address)
-        except Exception:
-            pass
+    def _release(self) -> None:
+        self._drv.cuMemFreeHost(self.address)
 
 
 def pinned_empty(shape, dtype=np.float32) -> np.ndarray:

@@ -10,7 +10,7 @@ import pathlib
 
 from .constants import CURESULT, JIT_OPTION
 from .enums import enum_value
-from .context import ensure_context
+from .context import ContextResource, ensure_context
 from .errors import CudaError
 from .kernel_args import PackedArgs, pack_value
 from .ptx_signature import kernel_params
@@ -32,11 +32,11 @@ def _dims(value, what: str) -> tuple[int, int, int]:
     return (*dims, 1, 1)[:3]
 
 
-class Module:
+class Module(ContextResource):
     """A loaded module. Make one with from_ptx, from_cubin, from_fatbin or load."""
 
     def __init__(self, handle: int, kind: str, param_types: dict | None = None,
-                 info_log: str = "", drv=None, ctx=None, image_kind: str = "ptx-jit"):
+                 info_log: str = "", image_kind: str = "ptx-jit"):
         self.handle = handle
         self.kind = kind                         # "ptx", "cubin" or "fatbin": what was loaded
         self.image_kind = image_kind             # what runs: "sass", or "ptx-jit" (the driver's JIT)
@@ -44,8 +44,7 @@ class Module:
         self.notes: list[str] = []               # from_cuda: why this image, what was tried
         self.lowered_names: dict[str, str] = {}  # from_cuda: name expression -> mangled name
         self._param_types = param_types or {}
-        self._drv, self._ctx = drv, ctx
-        self._generation = ctx.generation
+        self._adopt()
         self._functions: dict[str, Function] = {}
 
     @classmethod
@@ -116,7 +115,7 @@ class Module:
 
     @classmethod
     def _load(cls, image: bytes, kind: str, options: dict | None, param_types: dict) -> "Module":
-        drv, ctx = ensure_context()
+        drv, _ = ensure_context()
         info = ctypes.create_string_buffer(LOG_SIZE)
         error = ctypes.create_string_buffer(LOG_SIZE)
         pairs = [
@@ -135,8 +134,7 @@ class Module:
         code = drv.cuModuleLoadDataEx.unchecked(ctypes.byref(handle), image_buf, len(pairs), keys, values)
         if code != 0:
             raise drv.error(code, "cuModuleLoadDataEx", log=error.value.decode(errors="replace"))
-        return cls(handle.value, kind, param_types, info.value.decode(errors="replace"), drv, ctx,
-                   _image_kind(kind, image, drv))
+        return cls(handle.value, kind, param_types, info.value.decode(errors="replace"), _image_kind(kind, image, drv))
 
     def get_function(self, name: str) -> "Function":
         """The kernel `name`, or the one a name expression given to from_cuda stands for
@@ -156,17 +154,10 @@ class Module:
         return ptr.value, size.value
 
     def unload(self) -> None:
-        if self.handle is not None:
-            handle, self.handle = self.handle, None
-            from . import context
-            if not context.shutting_down and self._generation == self._ctx.generation:
-                self._drv.cuModuleUnload(handle)
+        self.release()
 
-    def __del__(self):
-        try:
-            self.unload()
-        except Exception:
-            pass
+    def _release(self) -> None:
+        self._drv.cuModuleUnload(self.handle)
 
 
 def _image_kind(kind: str, image: bytes, drv) -> str:

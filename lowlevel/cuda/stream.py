@@ -11,9 +11,8 @@ import sys
 import threading
 import traceback
 
-from . import context
 from .bindings import CUhostFn
-from .context import ensure_context
+from .context import ContextResource
 from .driver import NOT_READY
 
 CU_STREAM_NON_BLOCKING = 0x1
@@ -26,12 +25,11 @@ _pending_lock = threading.Lock()
 _callback_ids = itertools.count(1)
 
 
-class Stream:
+class Stream(ContextResource):
     """A CUDA stream. `Stream.legacy()` is the legacy default stream (handle 0)."""
 
     def __init__(self, non_blocking: bool = False, _handle: int | None = None):
-        self._drv, self._ctx = ensure_context()
-        self._generation = self._ctx.generation
+        self._adopt()
         self.non_blocking = non_blocking
         if _handle is not None:
             self.handle, self._owned = _handle, False
@@ -91,24 +89,18 @@ class Stream:
 
     def destroy(self) -> None:
         """Release the stream; work already queued still completes."""
-        if self._owned and self.handle is not None:
-            handle, self.handle = self.handle, None
-            if not context.shutting_down and self._generation == self._ctx.generation:
-                self._drv.cuStreamDestroy(handle)
+        self.release()
 
-    def __del__(self):
-        try:
-            self.destroy()
-        except Exception:
-            pass
+    def _release(self) -> None:
+        if self._owned:
+            self._drv.cuStreamDestroy(self.handle)
 
 
-class Event:
+class Event(ContextResource):
     """A marker in a stream: `record` it, then `query`, `synchronize` or time with `elapsed_ms`."""
 
     def __init__(self, timing: bool = True, blocking_sync: bool = False):
-        self._drv, self._ctx = ensure_context()
-        self._generation = self._ctx.generation
+        self._adopt()
         flags = (0 if timing else CU_EVENT_DISABLE_TIMING) | (CU_EVENT_BLOCKING_SYNC if blocking_sync else 0)
         h = ctypes.c_void_p()
         self._drv.cuEventCreate(ctypes.byref(h), flags)
@@ -140,16 +132,10 @@ class Event:
         return ms.value
 
     def destroy(self) -> None:
-        if self.handle is not None:
-            handle, self.handle = self.handle, None
-            if not context.shutting_down and self._generation == self._ctx.generation:
-                self._drv.cuEventDestroy(handle)
+        self.release()
 
-    def __del__(self):
-        try:
-            self.destroy()
-        except Exception:
-            pass
+    def _release(self) -> None:
+        self._drv.cuEventDestroy(self.handle)
 
 
 # ---- the current stream ---------------------------------------------------------------------
