@@ -32,7 +32,7 @@ _U64 = np.uint64
 
 
 def emit_cp(g, ins: Instruction) -> None:
-    from .memops import address          # memops imports this module
+    from .memops import address, operands_less_policy, take_space   # memops imports this module
     m = _Mods(ins)
     if m.take("async") is None:
         raise unsupported(ins)
@@ -60,27 +60,15 @@ def emit_cp(g, ins: Instruction) -> None:
     if cache is None:
         raise unsupported(ins, "form (expected .ca or .cg, or commit_group / wait_group / "
                                "wait_all)")
-    dst_space = m.take("shared")
-    for x in list(m.left):
-        if x.startswith("shared::"):
-            if x != "shared::cta":
-                raise unsupported(ins, f".{x}")
-            m.left.remove(x)
-            dst_space = "shared"
+    dst_space = take_space(ins, m, "shared")
     src_space = m.take("global")
-    hint = "L2::cache_hint" in m.left
-    for x in list(m.left):
+    for x in list(m.left):                        # the policy operand: operands_less_policy
         if x in ("L2::cache_hint", "L2::64B", "L2::128B", "L2::256B"):
             m.left.remove(x)
     m.done()
     if dst_space is None or src_space is None:
         raise PtxError(ins.line, f"cp.async copies .global to .shared: {ins.text}")
-    ops = list(ins.operands)
-    if hint:
-        if len(ops) < 4:
-            raise PtxError(ins.line, f"cp.async with .L2::cache_hint needs a cache policy: "
-                                     f"{ins.text}")
-        g.read(ins, ops.pop(), "b64")             # the cache policy: validated only
+    ops = operands_less_policy(g, ins, 3)
     if len(ops) not in (3, 4):
         raise PtxError(ins.line, f"cp.async takes [dst], [src], cp-size and an optional "
                                  f"src-size or ignore-src: {ins.text}")

@@ -14,13 +14,14 @@ copies on that stream. A matrix that reaches outside its allocation faults like 
 import ctypes
 import functools
 import sys
+import threading
 import traceback
 
 import numpy as np
 
 from ..cuda.cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
 from . import driver as emu_driver
-from .errors import EmuError
+from .errors import EmuError, static_c_string
 from .faults import KernelFault
 from .memory import AccessFault
 
@@ -29,6 +30,7 @@ VERSION = 131000            # what cublasGetVersion reports: the cuBLAS 13.1 API
 FUNCTIONS: dict = {}
 _handles: dict[int, "HandleState"] = {}
 _next_handle = [0xC0B1A5000]
+_handles_lock = threading.Lock()
 
 
 class BlasError(Exception):
@@ -52,6 +54,9 @@ def api(fn):
         except Exception:
             print(f"internal error in emulated {fn.__name__}:\n{traceback.format_exc()}", file=sys.stderr)
             return STATUS["CUBLAS_STATUS_INTERNAL_ERROR"]
+        except BaseException as exc:        # Ctrl-C in a wait: kept for the caller to re-raise
+            emu_driver.keep_interrupt(exc, fn.__name__)
+            return STATUS["CUBLAS_STATUS_INTERNAL_ERROR"]
     FUNCTIONS[fn.__name__] = entry
     return entry
 
@@ -72,6 +77,11 @@ def _handle(h: int) -> HandleState:
     state = _handles.get(h)
     if state is None:
         raise BlasError("CUBLAS_STATUS_NOT_INITIALIZED", f"unknown handle {h:#x}")
+    if not any(c is state.context for c in list(emu_driver._contexts.values())):
+        # its context was destroyed or reset: the handle died with it
+        _handles.pop(h, None)
+        raise BlasError("CUBLAS_STATUS_NOT_INITIALIZED",
+                        f"handle {h:#x} belongs to a context that was destroyed or reset")
     return state
 
 
@@ -85,15 +95,21 @@ def _out(ctype, address, value):
 @api
 def cublasCreate_v2(handle_out):
     ctx = emu_driver._ctx()
-    _next_handle[0] += 0x100
-    _handles[_next_handle[0]] = HandleState(ctx)
-    _out(ctypes.c_void_p, handle_out, _next_handle[0])
+    with _handles_lock:
+        # forget handles whose context is gone (they hold its memory arena alive)
+        live = list(emu_driver._contexts.values())
+        for old in [k for k, st in _handles.items() if not any(c is st.context for c in live)]:
+            del _handles[old]
+        _next_handle[0] += 0x100
+        handle = _next_handle[0]
+        _handles[handle] = HandleState(ctx)
+    _out(ctypes.c_void_p, handle_out, handle)
 
 
 @api
 def cublasDestroy_v2(h):
     _handle(h)
-    del _handles[h]
+    _handles.pop(h, None)
 
 
 @api
@@ -130,16 +146,6 @@ def cublasSetWorkspace_v2(h, workspace, size):
     _handle(h).workspace = (workspace, size)
 
 
-_status_text = {}
-
-
-def _c_string(text: str) -> int:
-    buf = _status_text.get(text)
-    if buf is None:
-        buf = _status_text[text] = ctypes.create_string_buffer(text.encode())
-    return ctypes.addressof(buf)
-
-
 _STATUS_DESCRIPTION = {
     "CUBLAS_STATUS_SUCCESS": "the operation completed successfully",
     "CUBLAS_STATUS_NOT_INITIALIZED": "the handle was not created, or there is no current context",
@@ -159,12 +165,12 @@ def _status_name(status: int) -> str | None:
 
 
 def cublasGetStatusName(status):
-    return _c_string(_status_name(status) or "CUBLAS_STATUS_UNKNOWN")
+    return static_c_string(_status_name(status) or "CUBLAS_STATUS_UNKNOWN")
 
 
 def cublasGetStatusString(status):
     name = _status_name(status)
-    return _c_string(_STATUS_DESCRIPTION.get(name, "unknown status"))
+    return static_c_string(_STATUS_DESCRIPTION.get(name, "unknown status"))
 
 
 FUNCTIONS["cublasGetStatusName"] = cublasGetStatusName

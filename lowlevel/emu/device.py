@@ -6,6 +6,7 @@ they are enforced: a launch beyond them fails as it would on the hardware.
 `LOWLEVEL_EMU_DRIVER_VERSION=12040` the CUDA version the driver claims.
 """
 import os
+import re
 
 from ..cuda.constants import DEVICE_ATTRIBUTE
 
@@ -25,6 +26,30 @@ def _parse_size(text: str) -> int:
 def compute_capability() -> tuple[int, int]:
     major, minor = os.environ.get("LOWLEVEL_EMU_CC", "9.0").split(".")
     return int(major), int(minor)
+
+
+def arch() -> int:
+    """The compute capability as one number, as in sm_XY: 90 for 9.0, 120 for 12.0."""
+    major, minor = compute_capability()
+    return major * 10 + minor
+
+
+def target_refusal(target: str, have: int | None = None) -> str:
+    """Why PTX for `.target target` cannot run on this device ('' when it can), as a JIT
+    refuses it: PTX for sm_XY runs on compute capability X.Y and above; an architecture-
+    specific target (sm_90a, sm_100f) only on exactly that architecture."""
+    m = re.fullmatch(r"sm_(\d+)([af]?)", target)
+    if m is None:
+        return f"unknown target {target!r}"
+    want, suffix = int(m.group(1)), m.group(2)
+    have = arch() if have is None else have
+    if want > have:
+        return (f"SM version specified by .target ({target}) is higher than this device's "
+                f"(sm_{have}, compute capability {have // 10}.{have % 10})")
+    if suffix and want != have:
+        return (f".target {target} is architecture-specific: it runs on sm_{want} only, "
+                f"and this device is sm_{have}")
+    return ""
 
 
 def memory_size() -> int:

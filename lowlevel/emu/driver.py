@@ -19,7 +19,7 @@ import traceback
 from ..cuda.constants import CURESULT, CURESULT_NAME, FUNCTION_ATTRIBUTE, JIT_OPTION
 from ..cuda.versions import max_ptx_isa
 from . import device
-from .errors import EmuError, describe
+from .errors import EmuError, describe, static_c_string
 from .faults import PtxError
 from .images import ImageError, ptx_from_fatbin, read_image
 from .memory import AccessFault, DeviceMemory, OutOfMemory
@@ -33,6 +33,7 @@ FUNCTIONS: dict = {}                   # public name -> implementation
 _state_lock = threading.RLock()
 _thread = threading.local()            # .context: the current context of this thread
 _last_error = threading.local()        # .code, .details: the last failure on this thread
+_interrupt = threading.local()         # .exc: a KeyboardInterrupt/SystemExit caught in a call
 _initialized = False
 
 
@@ -52,8 +53,28 @@ def api(fn):
             print(details, file=sys.stderr)
             _last_error.code, _last_error.details = CURESULT["CUDA_ERROR_UNKNOWN"], details
             return CURESULT["CUDA_ERROR_UNKNOWN"]
+        except BaseException as exc:        # Ctrl-C in a wait: ctypes would swallow it
+            return keep_interrupt(exc, fn.__name__)
     FUNCTIONS[fn.__name__] = entry
     return entry
+
+
+def keep_interrupt(exc: BaseException, where: str) -> int:
+    """Keep a KeyboardInterrupt/SystemExit raised inside a C callback for the caller to
+    re-raise (see pending_interrupt); a callback cannot raise through ctypes."""
+    _interrupt.exc = exc
+    details = f"{type(exc).__name__} while in emulated {where}; the call did not complete"
+    _last_error.code, _last_error.details = CURESULT["CUDA_ERROR_UNKNOWN"], details
+    return CURESULT["CUDA_ERROR_UNKNOWN"]
+
+
+def pending_interrupt() -> BaseException | None:
+    """The KeyboardInterrupt/SystemExit that interrupted this thread's last emulated call
+    (which then returned CUDA_ERROR_UNKNOWN), or None; cleared by the call. The binding
+    layer re-raises it after a failed call."""
+    exc = getattr(_interrupt, "exc", None)
+    _interrupt.exc = None
+    return exc
 
 
 def functions() -> dict:
@@ -62,7 +83,7 @@ def functions() -> dict:
 
 def error_details(code: int) -> str:
     """What the emulator knows about the last `code` returned on this thread (or sticky)."""
-    ctx = getattr(_thread, "context", None)
+    ctx = _live(getattr(_thread, "context", None))
     if ctx is not None and ctx.sticky is not None and ctx.sticky[0] == code:
         return ctx.sticky[1]
     if getattr(_last_error, "code", None) == code:
@@ -77,27 +98,25 @@ def _out(ctype, address: int, value) -> None:
     ctype.from_address(address).value = value
 
 
-_c_strings: dict = {}
-
-
-def _static_c_string(text: str) -> int:
-    """Address of a NUL-terminated copy of `text` that lives as long as the process."""
-    buf = _c_strings.get(text)
-    if buf is None:
-        buf = _c_strings[text] = ctypes.create_string_buffer(text.encode())
-    return ctypes.addressof(buf)
-
-
 # ---- contexts ------------------------------------------------------------------------------
 class Context:
-    """The primary context of the device: memory, streams, events, modules, sticky error."""
+    """The primary context of the device: memory, streams, events, modules, sticky error.
+
+    `lock` makes each submission atomic across host threads: the implicit dependencies of
+    the legacy stream are computed and the item queued in one step, so two threads cannot
+    interleave between them. Destroyed streams whose work is still queued stay in
+    `retired` until it is done: cuStreamDestroy returns at once, but that work still
+    orders against the legacy stream and cuCtxSynchronize still waits for it.
+    """
 
     def __init__(self, handle: int):
         self.handle = handle
         self.refcount = 0
+        self.lock = threading.RLock()
         self.memory = DeviceMemory(device.memory_size())
         self.legacy = Stream(self, 0, "legacy")
         self.streams: dict[int, Stream] = {}
+        self.retired: list[Stream] = []         # destroyed, with work still queued
         self.events: dict[int, Event] = {}
         self.modules: dict[int, "Module"] = {}
         self.functions: dict[int, "Function"] = {}
@@ -107,15 +126,36 @@ class Context:
         self._next = 0x100
 
     def new_handle(self) -> int:
-        self._next += 0x10
-        return self.handle + self._next
+        with self.lock:
+            self._next += 0x10
+            return self.handle + self._next
+
+    def count_instructions(self, n: int) -> None:
+        with self.lock:                     # workers of several streams add at once
+            self.thread_instructions += n
 
     def set_sticky(self, code_name: str, message: str) -> None:
         if self.sticky is None:
             self.sticky = (CURESULT[code_name], message)
 
     def all_streams(self):
-        return [self.legacy, *self.streams.values()]
+        """Every stream with work that may still run: legacy, live, and retired ones."""
+        with self.lock:
+            self.retired = [s for s in self.retired if not s.idle()]
+            return [self.legacy, *self.streams.values(), *self.retired]
+
+    def add_stream(self, handle: int, stream: Stream) -> None:
+        with self.lock:
+            self.streams[handle] = stream
+
+    def retire_stream(self, handle: int) -> Stream:
+        with self.lock:
+            stream = self.streams.pop(handle, None)
+            if stream is None:
+                raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown stream handle {handle:#x}")
+            if not stream.idle():
+                self.retired.append(stream)
+            return stream
 
     def stream(self, handle: int) -> Stream:
         if handle in LEGACY_STREAM_HANDLES:
@@ -124,17 +164,23 @@ class Context:
 
     def implicit_deps(self, stream: Stream):
         """What work on `stream` must wait for under legacy default-stream semantics."""
-        if stream is self.legacy:
-            return [s.last for s in self.streams.values() if s.blocking]
-        if stream.blocking:
-            return [self.legacy.last]
-        return []
+        with self.lock:
+            if stream is self.legacy:
+                return [s.last for s in self.all_streams()[1:] if s.blocking]
+            if stream.blocking:
+                return [self.legacy.last]
+            return []
 
     def submit(self, stream: Stream, run, label: str, extra_deps=()):
-        return stream.submit(run, [*self.implicit_deps(stream), *extra_deps], label)
+        with self.lock:
+            return stream.submit(run, [*self.implicit_deps(stream), *extra_deps], label)
+
+    def record(self, event: Event, stream: Stream) -> None:
+        with self.lock:
+            event.record_into(stream, self.implicit_deps(stream))
 
     def is_pinned(self, address: int, nbytes: int) -> bool:
-        for start, buf in self.pinned.items():
+        for start, buf in list(self.pinned.items()):
             if start <= address and address + nbytes <= start + ctypes.sizeof(buf):
                 return True
         return False
@@ -172,12 +218,29 @@ def _device(ordinal: int) -> int:
     return ordinal
 
 
+def _live(ctx: Context | None) -> Context | None:
+    """The live context `ctx` stands for: itself, or, once it was reset (destroyed and
+    made again with the same handle, as the primary context's handle stays valid), the
+    fresh one; None if no live context has its handle."""
+    if ctx is None:
+        return None
+    contexts = list(_contexts.values())
+    if any(c is ctx for c in contexts):
+        return ctx
+    return next((c for c in contexts if c.handle == ctx.handle), None)
+
+
 def _ctx(check_sticky: bool = True) -> Context:
     """The calling thread's current context, failing as the driver does."""
     _require_init()
-    ctx = getattr(_thread, "context", None)
-    if ctx is None:
+    current = getattr(_thread, "context", None)
+    if current is None:
         raise EmuError("CUDA_ERROR_INVALID_CONTEXT", "no context is current on this thread")
+    ctx = _live(current)
+    if ctx is None:
+        raise EmuError("CUDA_ERROR_INVALID_CONTEXT",
+                       f"the context current on this thread ({current.handle:#x}) was destroyed")
+    _thread.context = ctx
     if check_sticky and ctx.sticky is not None:
         code, details = ctx.sticky
         raise EmuError(CURESULT_NAME[code], details)
@@ -204,7 +267,7 @@ def cuGetErrorName(code, text_out):
     if name is None:
         _out(ctypes.c_void_p, text_out, None)
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown CUresult {code}")
-    _out(ctypes.c_void_p, text_out, _static_c_string(name))
+    _out(ctypes.c_void_p, text_out, static_c_string(name))
 
 
 @api
@@ -213,7 +276,7 @@ def cuGetErrorString(code, text_out):
     if text is None:
         _out(ctypes.c_void_p, text_out, None)
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown CUresult {code}")
-    _out(ctypes.c_void_p, text_out, _static_c_string(text))
+    _out(ctypes.c_void_p, text_out, static_c_string(text))
 
 
 # ---- devices -------------------------------------------------------------------------------
@@ -276,11 +339,12 @@ def _release(dev: int, reset: bool) -> None:
             # (after a fault it is skipped), then frees everything it owned.
             ctx.destroy()
             del _contexts[dev]
-            if getattr(_thread, "context", None) is ctx:
-                _thread.context = None
             if reset and ctx.refcount > 0:          # the retainers keep a fresh, clean context
+                # with the same handle: threads it is current on now reach the fresh one
                 fresh = _contexts[dev] = Context(ctx.handle)
                 fresh.refcount = ctx.refcount
+            elif getattr(_thread, "context", None) is ctx:
+                _thread.context = None
 
 
 @api
@@ -309,9 +373,7 @@ def cuCtxSetCurrent(handle):
 @api
 def cuCtxGetCurrent(ctx_out):
     _require_init()
-    ctx = getattr(_thread, "context", None)
-    if ctx is not None and ctx.handle not in [c.handle for c in _contexts.values()]:
-        ctx = None
+    ctx = _live(getattr(_thread, "context", None))
     _out(ctypes.c_void_p, ctx_out, ctx.handle if ctx else None)
 
 
@@ -589,7 +651,8 @@ def _load(module_out: int, image: int, slots: dict) -> None:
             raise ImageError("CUDA_ERROR_NO_BINARY_FOR_GPU",
                              "the image is a cubin (SASS, machine code for one real GPU architecture); "
                              "the emulated GPU runs PTX only: load the PTX, or a fatbin that contains PTX")
-        text = ptx_from_fatbin(data) if kind == "fatbin" else data.decode("utf-8", errors="replace")
+        text = ptx_from_fatbin(data, device.arch()) if kind == "fatbin" \
+            else data.decode("utf-8", errors="replace")
     except ImageError as e:
         _write_log(slots, "CU_JIT_ERROR_LOG_BUFFER", "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES", str(e))
         raise EmuError(e.code_name, str(e))
@@ -599,6 +662,11 @@ def _load(module_out: int, image: int, slots: dict) -> None:
         log = f"ptxas (emulated) error   : {e}"
         _write_log(slots, "CU_JIT_ERROR_LOG_BUFFER", "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES", log)
         raise EmuError("CUDA_ERROR_INVALID_PTX", log)
+    refusal = device.target_refusal(ptx_module.target)
+    if refusal:
+        log = f"ptxas (emulated) fatal   : {refusal}"
+        _write_log(slots, "CU_JIT_ERROR_LOG_BUFFER", "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES", log)
+        raise EmuError("CUDA_ERROR_NO_BINARY_FOR_GPU", log)
     newest = max_ptx_isa(device.DRIVER_VERSION)
     if tuple(ptx_module.version) > newest:
         log = (f"PTX ISA {ptx_module.version[0]}.{ptx_module.version[1]} is newer than this driver "
@@ -798,7 +866,7 @@ def cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream_handle, kernel
     def run():
         stats = run_kernel(module, name, grid=grid, block=block, params=params, memory=memory, shared_bytes=shared)
         ctx.last_launch_stats = (name, stats)
-        ctx.thread_instructions += stats.thread_instructions
+        ctx.count_instructions(stats.thread_instructions)
         if stats.printed:                   # device printf: on stdout when the kernel completes
             sys.stdout.write(stats.printed)
             sys.stdout.flush()
@@ -812,17 +880,18 @@ def cuStreamCreate(stream_out, flags):
     if flags & ~Stream.NON_BLOCKING:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown stream flags {flags:#x}")
     handle = ctx.new_handle()
-    ctx.streams[handle] = Stream(ctx, flags, f"stream-{handle:#x}")
+    ctx.add_stream(handle, Stream(ctx, flags, f"stream-{handle:#x}"))
     _out(ctypes.c_void_p, stream_out, handle)
 
 
 @api
 def cuStreamDestroy(handle):
     ctx = _ctx(check_sticky=False)
-    if handle in LEGACY_STREAM_HANDLES or handle not in ctx.streams:
+    if handle in LEGACY_STREAM_HANDLES:
         raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown stream handle {handle:#x}")
     # The driver returns at once and lets queued work finish; close() drains in its thread.
-    stream = ctx.streams.pop(handle)
+    # Until it is done, that work still counts for cuCtxSynchronize and the legacy stream.
+    stream = ctx.retire_stream(handle)
     threading.Thread(target=stream.close, daemon=True).start()
 
 
@@ -847,8 +916,9 @@ def cuStreamWaitEvent(stream_handle, event_handle, flags):
     event = _event(ctx, event_handle)
     if flags not in (0,):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown cuStreamWaitEvent flags {flags:#x}")
-    if event.item is not None and not event.item.done.is_set():
-        ctx.submit(stream, lambda: None, "wait event", extra_deps=[event.item])
+    item = event.item                   # the record current now, even if re-recorded meanwhile
+    if item is not None and not item.done.is_set():
+        ctx.submit(stream, lambda: None, "wait event", extra_deps=[item])
 
 
 @api
@@ -889,7 +959,7 @@ def cuEventRecord(event_handle, stream_handle):
     ctx = _ctx()
     event = _event(ctx, event_handle)
     stream = ctx.stream(stream_handle)
-    event.record_into(stream, ctx.implicit_deps(stream))
+    ctx.record(event, stream)
 
 
 @api
@@ -925,5 +995,5 @@ def cuEventElapsedTime(ms_out, start_handle, end_handle):
 
 def thread_instructions() -> int:
     """Thread-instructions executed so far by kernels of this thread's current context."""
-    ctx = getattr(_thread, "context", None)
+    ctx = _live(getattr(_thread, "context", None))
     return 0 if ctx is None else ctx.thread_instructions

@@ -73,7 +73,8 @@ def run_kernel(mod: PtxModule, name: str, grid, block, params: bytes,
                memory: DeviceMemory, shared_bytes: int = 0) -> LaunchStats:
     """Execute kernel `name` of `mod` over the whole grid; raises KernelFault on a bad
     access or trap. `params` is the raw parameter buffer laid out per the kernel's
-    param offsets."""
+    param offsets. The launch configuration is the driver's to check against the device
+    limits (cuLaunchKernel does, before queueing the launch)."""
     k = mod.kernels.get(name)
     if k is None:
         raise KeyError(f"no kernel {name!r} in module (has: {', '.join(mod.kernels)})")
@@ -81,12 +82,6 @@ def run_kernel(mod: PtxModule, name: str, grid, block, params: bytes,
     if ck is None:
         raise ValueError(f"kernel {name!r} was parsed but not decoded; use load_ptx")
     grid, block = _dims(grid, "grid"), _dims(block, "block")
-    threads_per_cta = block[0] * block[1] * block[2]
-    if threads_per_cta > k.max_threads_per_block:
-        raise ValueError(f"{name}: block of {threads_per_cta} threads exceeds "
-                         f"the kernel's limit of {k.max_threads_per_block}")
-    if block[2] > 64 or grid[0] > 2 ** 31 - 1 or grid[1] > 65535 or grid[2] > 65535:
-        raise ValueError(f"{name}: grid {grid} / block {block} exceed device limits")
     params = bytes(params)
     if len(params) < k.param_size:
         raise ValueError(f"{name}: parameter buffer has {len(params)} bytes, "
@@ -130,6 +125,7 @@ class _Launch(SpacesMixin):
         # what the generated code reads from C
         self.active = None          # bool mask over the current lanes, None = all
         self.lanes = None           # batch lane of each current lane (gathered), or None
+        self.pcs = None             # per-lane PCs on the divergent path
         self.n = 0                  # number of current lanes
         self.first_cta = 0
         limit = _watchdog_limit()
@@ -273,6 +269,7 @@ class _Launch(SpacesMixin):
         n_lanes = self.n_lanes
         owned: set[int] = set()       # slots whose array only this scheduler references
         self.active = None
+        self.pcs = pcs                # which lanes have exited (warp.py's member-mask rule)
         while True:
             lowest = int(pcs.min())
             if lowest >= exit_pc:

@@ -1,4 +1,7 @@
 """CUresult codes as the emulated driver returns them, with descriptions written for it."""
+import ctypes
+import threading
+
 from ..cuda.constants import CURESULT, CURESULT_NAME
 
 # What cuGetErrorString says on the emulated GPU, for the codes it can return.
@@ -43,3 +46,17 @@ def describe(code: int) -> str | None:
     if name is None:
         return None
     return DESCRIPTIONS.get(name, name.replace("CUDA_ERROR_", "").replace("_", " ").lower())
+
+
+_c_strings: dict = {}
+_c_strings_lock = threading.Lock()
+
+
+def static_c_string(text: str) -> int:
+    """Address of a NUL-terminated copy of `text` that lives as long as the process (the
+    `const char*` that cuGetErrorName, cublasGetStatusString and the like hand out)."""
+    with _c_strings_lock:
+        buf = _c_strings.get(text)
+        if buf is None:
+            buf = _c_strings[text] = ctypes.create_string_buffer(text.encode())
+        return ctypes.addressof(buf)

@@ -11,6 +11,7 @@ Current nvcc compresses entries with zstd (flag 0x8000); older ones used a diffe
 (flag 0x2000), which is refused by name.
 """
 import ctypes
+import re
 import struct
 
 FATBIN_MAGIC = 0xBA55ED50
@@ -79,14 +80,28 @@ def _decompress(entry: dict) -> bytes:
     return entry["payload"]
 
 
-def ptx_from_fatbin(data: bytes) -> str:
-    """The newest-architecture PTX in a fatbin, as text; ImageError when there is none."""
+def ptx_from_fatbin(data: bytes, device_arch: int | None = None) -> str:
+    """The PTX a driver JITs from a fatbin, as text: of the entries whose architecture the
+    device can run (arch <= `device_arch`; None = any), the newest. ImageError when the
+    fatbin holds no PTX, or only PTX for newer GPUs than the device."""
     entries = fatbin_entries(data)
     ptx = [e for e in entries if e["kind"] == KIND_PTX]
     if not ptx:
         archs = ", ".join(f"sm_{e['arch']}" for e in entries if e["kind"] == KIND_ELF) or "none"
         raise ImageError("CUDA_ERROR_NO_BINARY_FOR_GPU",
                          f"the fatbin holds no PTX (SASS only, for {archs}); the emulated GPU runs PTX only")
-    best = max(ptx, key=lambda e: e["arch"])
-    return _decompress(best).rstrip(b"\0").decode()
-
+    usable = ptx if device_arch is None else [e for e in ptx if e["arch"] <= device_arch]
+    if not usable:
+        archs = ", ".join(f"sm_{e['arch']}" for e in sorted(ptx, key=lambda e: e["arch"]))
+        raise ImageError("CUDA_ERROR_NO_BINARY_FOR_GPU",
+                         f"the fatbin's PTX is for {archs}, all newer than this device "
+                         f"(sm_{device_arch}); no kernel image can run on it")
+    usable.sort(key=lambda e: e["arch"], reverse=True)
+    texts = [_decompress(e).rstrip(b"\0").decode() for e in usable]
+    if device_arch is not None:
+        from .device import target_refusal
+        for text in texts:          # an arch-specific sm_90a entry suits sm_90 alone
+            m = re.search(r"^\s*\.target\s+(\w+)", text, re.M)
+            if m is None or not target_refusal(m.group(1), device_arch):
+                return text
+    return texts[0]             # refused at load, naming its target

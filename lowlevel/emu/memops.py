@@ -8,8 +8,9 @@ Registered into codegen.EMITTERS when codegen is imported (it imports this modul
   cvta          .global .const (identity), .shared .local (add/remove the generic window)
   bar/barrier   .sync (id and optional thread count, immediates), bar.cta.sync,
                 barrier.sync.aligned: end their basic block (see engine.py);
-                bar.warp.sync: no-op (lanes run in lockstep; memory is sequentially
-                consistent); bar.red (popc/and/or): barred.py; bar.arrive: refused
+                bar.warp.sync: checks the member mask (warp.py), nothing to wait for
+                (lanes run in lockstep; memory is sequentially consistent);
+                bar.red (popc/and/or): barred.py; bar.arrive: refused
   cp.async      asyncopy.py (the copy at issue time; commit/wait are no-ops)
   mov           of a variable name: its address in its own space (shared/local offset,
                 global address)
@@ -102,15 +103,22 @@ def address(g, ins: Instruction, addr, space: str) -> str:
 
 # --- ld / st -------------------------------------------------------------------------
 
-def _memory_mods(ins: Instruction, m: _Mods):
-    space = m.take(*_SPACES)
-    if space is None:
-        for x in list(m.left):                  # .shared::cta / .shared::cluster
+def take_space(ins: Instruction, m: _Mods, *spaces) -> str | None:
+    """The state space among `spaces` that the instruction names, reading .shared::cta
+    as .shared (the CTA's own shared memory) and refusing .shared::cluster."""
+    space = m.take(*spaces)
+    if "shared" in spaces:
+        for x in list(m.left):
             if x.startswith("shared::"):
                 if x != "shared::cta":
                     raise unsupported(ins, f".{x}")
                 m.left.remove(x)
                 space = "shared"
+    return space
+
+
+def _memory_mods(ins: Instruction, m: _Mods):
+    space = take_space(ins, m, *_SPACES)
     m.take_all(cg._CACHE_MODS)
     m.take_all({"L1", "L2", "level"})
     m.take("unified")
@@ -126,6 +134,19 @@ def _memory_mods(ins: Instruction, m: _Mods):
     return space or "generic", int(vec[1:]) if vec else 1, t
 
 
+def operands_less_policy(g, ins: Instruction, least: int) -> list:
+    """The operands of a memory instruction without the cache-policy operand that
+    `.L2::cache_hint` appends (read, so that a bad one is refused, and otherwise ignored:
+    caches do not change results). `least`: how many operands come before the policy."""
+    ops = list(ins.operands)
+    if any(x.startswith("L2::cache_hint") for x in ins.mods):
+        if len(ops) <= least:
+            raise PtxError(ins.line, f"{ins.opcode} with .L2::cache_hint needs a cache policy "
+                                     f"operand: {ins.text}")
+        g.read(ins, ops.pop(), "b64")
+    return ops
+
+
 def _call(space: str, what: str) -> str:
     if space in ("global", "const"):
         return f"C.{what}("                      # the arena fast path (engine.py)
@@ -135,9 +156,7 @@ def _call(space: str, what: str) -> str:
 def emit_ld(g, ins: Instruction) -> None:
     m = _Mods(ins)
     space, vec, t = _memory_mods(ins, m)
-    ops = ins.operands
-    if len(ops) == 3 and any(x.startswith("L2::cache_hint") for x in ins.mods):
-        ops = ops[:2]
+    ops = operands_less_policy(g, ins, 2)
     if len(ops) != 2:
         raise PtxError(ins.line, f"ld takes 2 operands: {ins.text}")
     d, addr = ops
@@ -177,9 +196,7 @@ def emit_st(g, ins: Instruction) -> None:
         raise unsupported(ins, "st.param outside a call sequence")
     if space == "const":
         raise PtxError(ins.line, f"constant memory is read-only: {ins.text}")
-    ops = ins.operands
-    if len(ops) == 3 and any(x.startswith("L2::cache_hint") for x in ins.mods):
-        ops = ops[:2]
+    ops = operands_less_policy(g, ins, 2)
     if len(ops) != 2:
         raise PtxError(ins.line, f"st takes 2 operands: {ins.text}")
     addr, src = ops
@@ -215,16 +232,8 @@ _ATOM_TYPES = {
 def emit_atom(g, ins: Instruction) -> None:
     is_red = ins.opcode == "red"
     m = _Mods(ins)
-    space = m.take("global", "shared", "generic")
-    for x in list(m.left):
-        if x.startswith("shared::"):
-            if x != "shared::cta":
-                raise unsupported(ins, f".{x}")
-            m.left.remove(x)
-            space = "shared"
-    space = space or "generic"
+    space = take_space(ins, m, "global", "shared", "generic") or "generic"
     m.take_all(_SEMANTICS)
-    hint = any(x.startswith("L2::cache_hint") for x in m.left)
     m.take_all({"L2"})
     op = m.take(*_ATOM_TYPES)
     if op is None:
@@ -241,9 +250,7 @@ def emit_atom(g, ins: Instruction) -> None:
     t = ts[0]
     if t not in _ATOM_TYPES[op]:
         raise unsupported(ins, f".{op} on .{t}")
-    ops = list(ins.operands)
-    if hint:
-        ops = ops[:-1]
+    ops = operands_less_policy(g, ins, 2)
     n_src = 2 if op == "cas" else 1
     want = (0 if is_red else 1) + 1 + n_src
     if len(ops) != want:
@@ -280,11 +287,7 @@ def emit_atom(g, ins: Instruction) -> None:
 def emit_cvta(g, ins: Instruction) -> None:
     m = _Mods(ins)
     to = m.take("to")
-    space = m.take("global", "shared", "local", "const", "param")
-    for x in list(m.left):
-        if x == "shared::cta":
-            m.left.remove(x)
-            space = "shared"
+    space = take_space(ins, m, "global", "shared", "local", "const", "param")
     t = m.one_type({"u32", "u64"})
     m.done()
     if space is None:
@@ -343,9 +346,11 @@ def emit_bar(g, ins: Instruction) -> None:
     if m.take("warp"):
         m.take("sync")
         m.done()
-        _operands(ins, 1)
-        g.read(ins, ins.operands[0], "u32")           # the member mask: validated only
-        g.guard(ins)
+        (mask,) = _operands(ins, 1)
+        guard = g.guard(ins)
+        iid = g.ns["_register_instruction"](ins)
+        g.emit(f"_warp_sync(C, {g.read(ins, mask, 'u32')}, {iid}, "
+               f"{guard if guard is not None else 'None'})")      # the member mask rule (warp.py)
         return
     m.take("cta")
     kind = m.take("sync", "arrive", "red")
@@ -387,12 +392,7 @@ def _barrier_id_count(ins: Instruction, ops) -> tuple:
 def emit_isspacep(g, ins: Instruction) -> None:
     """isspacep.{global,shared,local} p, a: which window a generic address lies in."""
     m = _Mods(ins)
-    space = m.take("global", "shared", "local", "const", "param")
-    if space is None:
-        for x in list(m.left):
-            if x == "shared::cta":
-                m.left.remove(x)
-                space = "shared"
+    space = take_space(ins, m, "global", "shared", "local", "const", "param")
     m.done()
     if space not in ("global", "shared", "local"):
         raise unsupported(ins, f".{space}" if space else "missing state space")

@@ -54,8 +54,9 @@ class DeviceMemory:
         self._free = [(0, size)]            # (offset, length), sorted by offset
         self._starts: list[int] = []        # device addresses of live allocations, sorted
         self._sizes: dict[int, int] = {}    # start address -> requested size
-        self._np_starts = np.zeros(0, np.uint64)
-        self._np_ends = np.zeros(0, np.uint64)
+        # (starts, ends, np starts, np ends) of the live allocations, published as one
+        # tuple so that readers on other threads never see halves of two different tables
+        self._index = ((), (), np.zeros(0, np.uint64), np.zeros(0, np.uint64))
         self._views: dict[np.dtype, np.ndarray] = {}
 
     # -- allocation -------------------------------------------------------------------
@@ -97,23 +98,26 @@ class DeviceMemory:
         self._free = merged
 
     def _reindex(self) -> None:
-        # Arrays for the vectorized check, rebuilt on each alloc/free (rare next to loads).
-        self._np_starts = np.array(self._starts, dtype=np.uint64)
-        self._np_ends = np.array([a + self._sizes[a] for a in self._starts], dtype=np.uint64)
+        # The tables for the checks, rebuilt on each alloc/free (rare next to loads), under
+        # the lock, and published in one assignment.
+        starts = tuple(self._starts)
+        ends = tuple(a + self._sizes[a] for a in starts)
+        self._index = (starts, ends, np.array(starts, dtype=np.uint64), np.array(ends, dtype=np.uint64))
 
     def used(self) -> int:
-        return sum(max(ALIGNMENT, -(-n // ALIGNMENT) * ALIGNMENT) for n in self._sizes.values())
+        with self._lock:
+            sizes = list(self._sizes.values())
+        return sum(max(ALIGNMENT, -(-n // ALIGNMENT) * ALIGNMENT) for n in sizes)
 
     def is_allocation(self, addr: int) -> bool:
         return addr in self._sizes
 
     def find(self, addr: int) -> tuple[int, int] | None:
         """The (start, size) of the live allocation containing `addr`, or None."""
-        i = bisect.bisect_right(self._starts, addr) - 1
-        if i >= 0:
-            start = self._starts[i]
-            if addr < start + self._sizes[start]:
-                return start, self._sizes[start]
+        starts, ends, _, _ = self._index
+        i = bisect.bisect_right(starts, addr) - 1
+        if i >= 0 and addr < ends[i]:
+            return starts[i], ends[i] - starts[i]
         return None
 
     # -- access -----------------------------------------------------------------------
@@ -154,10 +158,10 @@ class DeviceMemory:
                 i = int(np.argmax(bad))
                 raise AccessFault("CUDA_ERROR_MISALIGNED_ADDRESS", i, int(addrs.flat[i]), nbytes)
         lo, hi = int(addrs.min()), int(addrs.max())
-        hit = self.find(lo)
+        s_list, e_list, starts, ends = self._index      # one consistent snapshot
+        i = bisect.bisect_right(s_list, lo) - 1
         # Fast path: the whole span lies inside one allocation.
-        if hit is None or hi + nbytes > hit[0] + hit[1]:
-            starts, ends = self._np_starts, self._np_ends
+        if i < 0 or hi + nbytes > e_list[i]:
             j = np.searchsorted(starts, addrs, side="right").astype(np.int64) - 1
             inside = j >= 0
             jj = np.where(inside, j, 0)

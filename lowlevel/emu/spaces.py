@@ -12,9 +12,10 @@ Addresses, as the generated code sees them:
   span 2^32 each; `cvta` adds or removes these bases.
 
 Storage: per batch of CTAs, one uint8 array (CTAs x shared stride) for shared memory and
-one (lanes x local stride) for local memory; an access gathers/scatters at
-`base_of_lane + offset` with numpy, after a bounds and alignment check that raises
-KernelFault naming the space (CUDA_ERROR_ILLEGAL_ADDRESS / _MISALIGNED_ADDRESS).
+one (lanes x local stride) for local memory, both filled with POISON bytes (0xFF) as
+never-written memory; an access gathers/scatters at `base_of_lane + offset` with numpy,
+after a bounds and alignment check that raises KernelFault naming the space
+(CUDA_ERROR_ILLEGAL_ADDRESS / _MISALIGNED_ADDRESS).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ SHARED_WINDOW = 1 << 48          # generic address of shared offset 0
 LOCAL_WINDOW = 1 << 49           # generic address of local offset 0
 WINDOW_SPAN = 1 << 32
 DYNAMIC_SHARED_ALIGN = 16
+POISON = 0xFF                    # every byte of fresh shared and local memory
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _U64 = np.uint64
@@ -145,13 +147,16 @@ class SpacesMixin:
         return per
 
     def setup_spaces(self, count: int) -> None:
+        # Fresh shared and local memory hold garbage on a GPU, never reliably zeros: fill
+        # them with POISON (0xFF bytes read as NaN for floats, -1 for integers) so that a
+        # kernel reading them before writing gets a wrong answer here too.
         n_lanes = count * self.padded
         if self.uses_shared:
-            self.smem = np.zeros(count * self.smem_stride, np.uint8)
+            self.smem = np.full(count * self.smem_stride, POISON, np.uint8)
             self.cta_base = np.repeat(np.arange(count, dtype=np.int64) * self.smem_stride,
                                       self.padded)
         if self.uses_local:
-            self.lmem = np.zeros(n_lanes * self.local_stride, np.uint8)
+            self.lmem = np.full(n_lanes * self.local_stride, POISON, np.uint8)
             self.lane_base = np.arange(n_lanes, dtype=np.int64) * self.local_stride
         if self.race is not None:
             self.race.new_batch(self.smem, self.smem_stride)

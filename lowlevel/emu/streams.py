@@ -38,6 +38,7 @@ class Stream:
         self.name = name
         self.last: WorkItem | None = None
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._closing = False
         self._thread = threading.Thread(target=self._serve, name=f"lowlevel-emu-{name}", daemon=True)
         self._thread.start()
 
@@ -47,8 +48,9 @@ class Stream:
 
     def submit(self, run, deps=(), label="") -> WorkItem:
         item = WorkItem(run, [d for d in deps if d is not None and not d.done.is_set()], label)
-        self.last = item
-        self._queue.put(item)
+        with self.context.lock:             # `last` and the queue order agree across host threads
+            self.last = item
+            self._queue.put(item)
         return item
 
     def idle(self) -> bool:
@@ -61,8 +63,11 @@ class Stream:
             last.done.wait()
 
     def close(self) -> None:
-        """Finish the queued work, then stop the worker."""
-        self._queue.put(None)
+        """Finish the queued work, then stop the worker (once, whoever calls first)."""
+        with self.context.lock:
+            if not self._closing:
+                self._closing = True
+                self._queue.put(None)
         self._thread.join()
 
     def _serve(self) -> None:
@@ -95,15 +100,25 @@ class Event:
         self.flags = flags
         self.item: WorkItem | None = None     # the pending record, if any
         self.time_ns: int | None = None
+        self._record = None                   # identifies the current record
+        self._lock = threading.Lock()
 
     @property
     def timing(self) -> bool:
         return not (self.flags & self.DISABLE_TIMING)
 
     def record_into(self, stream: Stream, deps) -> None:
+        """Record the event into `stream`; a record it supersedes no longer sets its time."""
+        record = object()
+
         def stamp():
-            self.time_ns = time.perf_counter_ns()
-        self.time_ns = None
+            now = time.perf_counter_ns()
+            with self._lock:
+                if self._record is record:
+                    self.time_ns = now
+        with self._lock:
+            self._record = record
+            self.time_ns = None
         self.item = stream.submit(stamp, deps, label="event record")
 
     def complete(self) -> bool:

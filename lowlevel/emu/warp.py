@@ -1,13 +1,20 @@
 """Warp-level instructions and the special registers computed on the fly.
 
-shfl.sync, vote.sync, activemask, match.sync work on the (warps, 32) view of the batch:
-each CTA of a batch is padded to whole warps, so batch lane L is lane L % 32 of warp
-L // 32. Which lanes take part is what the engine says runs now:
+shfl.sync, vote.sync, activemask, match.sync, redux.sync work on the (warps, 32) view of
+the batch: each CTA of a batch is padded to whole warps, so batch lane L is lane L % 32 of
+warp L // 32. Which lanes take part is what the engine says runs now:
 
 - converged path (`C.lanes is None`): every lane of the batch except exited/padding
   lanes (`C.active`, None = all);
 - divergent path: only the gathered lanes `C.lanes` (batch lane numbers) run; the
   generated block sees arrays over those lanes only.
+
+The member mask is checked as the CUDA programming guide states the rule (check_members):
+each executing lane has its own bit set, and every lane the mask names that has not exited
+(nor stands at an unguarded ret/exit) executes the same instruction now with the same mask;
+otherwise the launch fails with CUDA_ERROR_LAUNCH_FAILED naming kernel, block, warp, lane,
+PTX line, mask and the missing lanes (on a GPU: undefined, garbage or a hang). The
+converged path with the full mask and no guard costs nothing.
 
 A guard predicate removes a lane as if it were inactive. A shuffle whose source lane is
 not active reads an undefined value on hardware; here it reads the register's value in
@@ -28,7 +35,7 @@ import time
 import numpy as np
 
 from . import codegen as cg
-from .faults import PtxError
+from .faults import KernelFault, PtxError
 from .ptx_parser import TYPES, PredPair, Reg
 
 WARP = 32
@@ -38,14 +45,10 @@ N_SM = 132
 N_WARPID = 64
 
 _LANE32 = np.arange(WARP, dtype=I64)
-_POW = None
+_FULL_MASK = 0xFFFFFFFF
 
 
 # --- lane bookkeeping --------------------------------------------------------------------
-
-def _n_lanes(C) -> int:
-    return C.n_lanes
-
 
 def _current_lanes(C):
     """Batch lane number of each current lane."""
@@ -67,18 +70,126 @@ def _participating(C, guard):
     return act
 
 
+def _to_batch(C, x, fill, dtype):
+    """An array over the current lanes scattered into one over the whole batch (lanes not
+    current hold `fill`)."""
+    if C.lanes is None:
+        return x
+    full = np.full(C.n_lanes, fill, dtype)
+    full[C.lanes] = x
+    return full
+
+
+def _warp_view(C, a, part):
+    """(values, on) of the current lanes as (warps, 32) arrays over the batch: a value per
+    lane, and whether the lane takes part now."""
+    a = _full(a, C.n, type(a) if not isinstance(a, np.ndarray) else a.dtype)
+    vals = _to_batch(C, a, 0, a.dtype)
+    on = _to_batch(C, part, False, bool)
+    return vals.reshape(-1, WARP), on.reshape(-1, WARP)
+
+
+def _words(bits):
+    """Per-warp u32 words of a bool array over the batch."""
+    return np.packbits(bits.reshape(-1, WARP), axis=1, bitorder="little").view("<u4")[:, 0]
+
+
 def _ballot_words(C, bits):
     """Per-warp u32 ballot of a bool array over the current lanes; returns the word of
     each current lane's warp."""
-    if C.lanes is None:
-        full = bits
-    else:
-        full = np.zeros(C.n_lanes, bool)
-        full[C.lanes] = bits
-    words = np.packbits(full.reshape(-1, WARP), axis=1, bitorder="little").view("<u4")[:, 0]
+    words = _words(_to_batch(C, bits, False, bool))
     if C.lanes is None:
         return np.repeat(words, WARP).astype(U32)
     return words[C.lanes // WARP].astype(U32)
+
+
+# --- the member mask ---------------------------------------------------------------------
+
+def _exiting(ck):
+    """bool per PC (exit_pc included, False): the block is an unguarded ret/exit, so a
+    lane there is as good as exited (on a GPU a warp instruction waiting for it sees it
+    exit)."""
+    table = ck.__dict__.get("_emu_exiting")
+    if table is None:
+        table = np.zeros(ck.exit_pc + 1, bool)
+        for blk in ck.blocks:
+            ins = blk.instructions
+            table[blk.index] = len(ins) == 1 and ins[0].opcode in ("ret", "exit") \
+                and ins[0].guard is None
+        ck.__dict__["_emu_exiting"] = table
+    return table
+
+
+def check_members(C, what, mask, guard, iid):
+    """The rule of every *.sync warp instruction (CUDA programming guide): each executing
+    lane has its own bit in its member mask, every lane the mask names that has not exited
+    executes this same instruction now, with the same mask. Anything else is undefined on
+    a GPU (garbage or a hang): a KernelFault here. Only the warps of executing lanes are
+    looked at, so a small divergent group costs little in a large batch."""
+    uniform = not isinstance(mask, np.ndarray)
+    if uniform and guard is None and C.lanes is None and int(mask) & _FULL_MASK == _FULL_MASK:
+        return                  # converged, every live lane here, the full mask: nothing to check
+    part = _participating(C, guard)
+    lanes = _current_lanes(C)[part]                     # batch lanes that execute it
+    if lanes.size == 0:
+        return
+    warps, slot = np.unique(lanes // WARP, return_inverse=True)
+    col = lanes % WARP
+    batch = warps[:, None] * WARP + _LANE32             # (K, 32) batch lane numbers
+    exe = np.zeros(batch.shape, bool)
+    exe[slot, col] = True
+    if C.lanes is None:
+        live = np.ones(batch.shape, bool) if C.active is None else C.active[batch]
+    else:                       # divergent: not exited, nor about to (an unguarded ret/exit)
+        pcs = C.pcs[batch]
+        exit_pc = C.ck.exit_pc
+        live = (pcs != exit_pc) & ~_exiting(C.ck)[np.minimum(pcs, exit_pc)]
+    M = np.zeros(batch.shape, U32)
+    M[slot, col] = U32(int(mask) & _FULL_MASK) if uniform else np.asarray(mask).astype(U32)[part]
+    own = exe & (((M >> _LANE32.astype(U32)) & U32(1)) == 0)
+    absent = _words(live) & ~_words(exe)                # per warp: live lanes not executing
+    missing = np.where(exe, M & absent[:, None], U32(0))
+    other = np.full(batch.shape, -1, I64)
+    if not uniform:             # a lane named in the mask runs it with another mask
+        named = (((M[:, :, None] >> _LANE32.astype(U32)) & U32(1)) != 0) & exe[:, None, :] \
+            & exe[:, :, None]
+        differs = named & (M[:, :, None] != M[:, None, :])
+        other = np.where(differs.any(axis=2), np.argmax(differs, axis=2), -1)
+    bad = own | (missing != 0) | (other >= 0)
+    if not bad.any():
+        return
+    k, j = np.unravel_index(int(np.argmax(bad)), bad.shape)
+    b = int(batch[k, j])
+    mb = int(M[k, j])
+    ins = C.ck.instructions[iid]
+    if own[k, j]:
+        why = f"the lane's own bit is not set in its member mask {mb:#010x}"
+    elif missing[k, j]:
+        names = [x for x in range(WARP) if (int(missing[k, j]) >> x) & 1]
+        why = (f"member mask {mb:#010x} names lanes {names} of the warp, which have not exited "
+               f"but do not execute this instruction now (they are elsewhere in the kernel, "
+               f"or their guard predicate is false)")
+        if what == "bar.warp.sync":
+            why += ("; a GPU would wait for them at their own bar.warp.sync, which the "
+                    "emulated GPU cannot do")
+    else:
+        o = int(other[k, j])
+        why = (f"member mask {mb:#010x} names lane {o}, which executes it with another mask "
+               f"{int(M[k, o]):#010x}")
+    t = b % C.padded
+    raise KernelFault(
+        "CUDA_ERROR_LAUNCH_FAILED",
+        f"{C.name}: {what} with an invalid member mask in block {C.block_name(b // C.padded)}, "
+        f"warp {t // WARP}, lane {t % WARP} (thread {C.who_batch(b).split(' thread ')[1]}), "
+        f"PTX line {ins.line}: {ins.text}: {why}. The result is undefined on a GPU: each "
+        f"executing thread must be in the mask, and every non-exited thread it names must "
+        f"execute the same instruction with the same mask")
+
+
+def warp_sync(C, mask, iid, guard):
+    """bar.warp.sync: lanes run in lockstep here and memory is sequentially consistent, so
+    only the member mask is checked."""
+    check_members(C, "bar.warp.sync", mask, guard, iid)
 
 
 def _full(x, n, dtype):
@@ -89,8 +200,9 @@ def _full(x, n, dtype):
 
 # --- runtime helpers ---------------------------------------------------------------------
 
-def shfl(C, mode, a, b, c, guard):
+def shfl(C, mode, a, b, c, mask, guard, iid):
     """shfl.sync: (value, in-range predicate) per current lane (ISA pseudo-code)."""
+    check_members(C, "shfl.sync", mask, guard, iid)
     n = C.n
     uniform_bc = not isinstance(b, np.ndarray) and not isinstance(c, np.ndarray)
     if C.lanes is None and uniform_bc:
@@ -131,11 +243,12 @@ def shfl(C, mode, a, b, c, guard):
     return np.where(idx >= 0, a[np.maximum(idx, 0)], a), pval
 
 
-def vote(C, mode, p, mask, guard):
+def vote(C, mode, p, mask, guard, iid=None):
     part = _participating(C, guard)
     act = _ballot_words(C, part)
     if mode == "activemask":
         return act
+    check_members(C, "vote.sync", mask, guard, iid)
     pb = _ballot_words(C, part & p if isinstance(p, np.ndarray) else part & bool(p))
     m = act & np.asarray(mask, U32)
     if mode == "ballot":
@@ -148,19 +261,10 @@ def vote(C, mode, p, mask, guard):
     return (t == 0) | (t == m)
 
 
-def match(C, mode, a, mask, guard):
-    n = C.n
+def match(C, mode, a, mask, guard, iid):
     part = _participating(C, guard)
-    a = _full(a, n, type(a) if not isinstance(a, np.ndarray) else a.dtype)
-    if C.lanes is None:
-        vals, on = a, part
-    else:
-        vals = np.zeros(C.n_lanes, a.dtype)
-        on = np.zeros(C.n_lanes, bool)
-        vals[C.lanes] = a
-        on[C.lanes] = part
-    V = vals.reshape(-1, WARP)
-    O = on.reshape(-1, WARP)
+    check_members(C, "match.sync", mask, guard, iid)
+    V, O = _warp_view(C, a, part)
     eq = (V[:, :, None] == V[:, None, :]) & O[:, None, :]          # (W, 32 me, 32 other)
     words = np.packbits(eq, axis=2, bitorder="little").view("<u4")[:, :, 0].reshape(-1)
     actw = np.packbits(O, axis=1, bitorder="little").view("<u4")[:, 0]
@@ -178,20 +282,12 @@ def match(C, mode, a, mask, guard):
     return np.where(ok, m, U32(0)).astype(U32), ok
 
 
-def redux(C, op, a, mask, guard):
+def redux(C, op, a, mask, guard, iid):
     """redux.sync: reduce a over the participating lanes of each warp (members of a
     uniform membermask that run now), every participant gets the result."""
-    n = C.n
     part = _participating(C, guard)
-    a = _full(a, n, type(a) if not isinstance(a, np.ndarray) else a.dtype)
-    if C.lanes is None:
-        vals, on = a, part
-    else:
-        vals = np.zeros(C.n_lanes, a.dtype)
-        on = np.zeros(C.n_lanes, bool)
-        vals[C.lanes] = a
-        on[C.lanes] = part
-    V, O = vals.reshape(-1, WARP), on.reshape(-1, WARP)
+    check_members(C, "redux.sync", mask, guard, iid)
+    V, O = _warp_view(C, a, part)
     if not isinstance(mask, np.ndarray):
         O = O & (((int(mask) >> _LANE32) & 1) != 0)
     if op == "add":
@@ -248,11 +344,7 @@ def smid(C):
 
 
 def dynamic_smem(C):
-    for name in ("dynamic_shared", "shared_bytes", "dynamic_smem"):
-        v = getattr(C, name, None)
-        if isinstance(v, (int, np.integer)):
-            return U32(v)
-    return U32(0)
+    return U32(C.dynamic_shared)            # the launch's dynamic shared bytes (spaces.py)
 
 
 def total_smem(C):
@@ -263,7 +355,7 @@ def total_smem(C):
 cg.EXTRA_NAMESPACE.update({
     "_shfl": shfl, "_vote": vote, "_match": match, "_redux": redux, "_clock64": clock64, "_clock32": clock32,
     "_globaltimer": globaltimer, "_gridid": gridid, "_smid": smid,
-    "_dynamic_smem": dynamic_smem, "_total_smem": total_smem,
+    "_dynamic_smem": dynamic_smem, "_total_smem": total_smem, "_warp_sync": warp_sync,
 })
 
 # --- emitters ------------------------------------------------------------------------------
@@ -272,6 +364,14 @@ cg.EXTRA_NAMESPACE.update({
 def _guard_expr(g, ins):
     guard = g.guard(ins)
     return guard, (guard if guard is not None else "None")
+
+
+def _write_pair(g, ins, d, p, r, guard):
+    """Write the (value, predicate) pair `r` that shfl and match return to d and p (if
+    the instruction has the |p destination)."""
+    g.write(ins, d, f"{r}[0]", "u32", guard)
+    if p is not None:
+        g.write(ins, p, f"{r}[1]", "pred", guard)
 
 
 def emit_shfl(g, ins):
@@ -288,13 +388,11 @@ def emit_shfl(g, ins):
     p = q = None
     if isinstance(d, PredPair):
         d, p = d.p, d.q
-    g.read(ins, mask, "u32")                      # validated; the member mask is a promise
+    iid = g.ns["_register_instruction"](ins)
     r = g.fresh()
     g.emit(f"{r} = _shfl(C, {mode!r}, {g.read(ins, a, 'u32')}, {g.read(ins, b, 'u32')}, "
-           f"{g.read(ins, c, 'u32')}, {gexpr})")
-    g.write(ins, d, f"{r}[0]", "u32", guard)
-    if p is not None:
-        g.write(ins, p, f"{r}[1]", "pred", guard)
+           f"{g.read(ins, c, 'u32')}, {g.read(ins, mask, 'u32')}, {gexpr}, {iid})")
+    _write_pair(g, ins, d, p, r, guard)
     del q
 
 
@@ -309,7 +407,8 @@ def emit_vote(g, ins):
         raise PtxError(ins.line, f"vote.sync needs .all/.any/.uni with .pred or .ballot.b32: {ins.text}")
     d, a, mask = cg._operands(ins, 3)
     guard, gexpr = _guard_expr(g, ins)
-    expr = f"_vote(C, {mode!r}, {g.read(ins, a, 'pred')}, {g.read(ins, mask, 'u32')}, {gexpr})"
+    iid = g.ns["_register_instruction"](ins)
+    expr = f"_vote(C, {mode!r}, {g.read(ins, a, 'pred')}, {g.read(ins, mask, 'u32')}, {gexpr}, {iid})"
     g.write(ins, d, expr, "u32" if t == "b32" else "pred", guard)
 
 
@@ -338,12 +437,11 @@ def emit_match(g, ins):
             raise PtxError(ins.line, f"match.any has no predicate destination: {ins.text}")
         d, p = d.p, d.q
     guard, gexpr = _guard_expr(g, ins)
+    iid = g.ns["_register_instruction"](ins)
     r = g.fresh()
     g.emit(f"{r} = _match(C, {mode!r}, {g.read(ins, a, 'u' + t[1:])}, "
-           f"{g.read(ins, mask, 'u32')}, {gexpr})")
-    g.write(ins, d, f"{r}[0]", "u32", guard)
-    if p is not None:
-        g.write(ins, p, f"{r}[1]", "pred", guard)
+           f"{g.read(ins, mask, 'u32')}, {gexpr}, {iid})")
+    _write_pair(g, ins, d, p, r, guard)
 
 
 def emit_redux(g, ins):
@@ -359,8 +457,9 @@ def emit_redux(g, ins):
     d, a, mask = cg._operands(ins, 3)
     guard, gexpr = _guard_expr(g, ins)
     vt = "u32" if t == "b32" else t
-    g.write(ins, d, f"_redux(C, {op!r}, {g.read(ins, a, vt)}, {g.read(ins, mask, 'u32')}, {gexpr})",
-            vt, guard)
+    iid = g.ns["_register_instruction"](ins)
+    g.write(ins, d, f"_redux(C, {op!r}, {g.read(ins, a, vt)}, {g.read(ins, mask, 'u32')}, "
+                    f"{gexpr}, {iid})", vt, guard)
 
 
 def emit_nanosleep(g, ins):
