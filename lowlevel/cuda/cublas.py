@@ -94,6 +94,9 @@ class Cublas:
                 trace.note_call("cublas", name, ", ".join(_show(a) for a in args), STATUS_NAME.get(status, str(status)),
                                 time.perf_counter() - start)
             if status != 0:
+                if self.kind == "emu":
+                    from .driver import get_driver
+                    get_driver().reraise_interrupt()
                 raise CublasError(status, name, self.status_string(status))
         return checked
 

@@ -37,9 +37,14 @@ class DriverFunction:
 
     def unchecked(self, *args) -> int:
         if not self.driver.log_api and trace.active is None:
-            return self.cfunc(*args)
+            code = self.cfunc(*args)
+            if code != 0:
+                self.driver.reraise_interrupt()
+            return code
         start = time.perf_counter()
         code = self.cfunc(*args)
+        if code != 0:
+            self.driver.reraise_interrupt()
         elapsed = time.perf_counter() - start
         shown = ", ".join(_show(a) for a in args)
         result = CURESULT_NAME.get(code, str(code))
@@ -88,6 +93,17 @@ class Driver:
             raise RuntimeError(f"{bindings.PROTOTYPES[name][0]} is not exported by this driver "
                                f"({self.description}); it is too old for this call")
         raise AttributeError(name)
+
+    def reraise_interrupt(self) -> None:
+        """Raise the Ctrl-C (or SystemExit) that arrived inside an emulated call.
+
+        The emulator runs as ctypes callbacks, and an exception cannot cross the C boundary:
+        the callback keeps it and fails the call, and it is raised again here, on our side."""
+        if self.kind == "emu":
+            from ..emu import driver as emu_driver
+            exc = emu_driver.pending_interrupt()
+            if exc is not None:
+                raise exc
 
     def error(self, code: int, symbol: str, log: str = "") -> CudaError:
         """The CudaError for `code`, with the driver's own description of it."""
