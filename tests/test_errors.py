@@ -193,3 +193,15 @@ def test_half_precision_parameter_overflow_is_refused(driver):
     assert pack_value("k", 0, "h", "f16", 2, 1.5) == np.float16(1.5).tobytes()
     with pytest.raises(ValueError, match="overflows float16"):
         pack_value("k", 0, "h", "f16", 2, 70000.0)
+
+
+def test_reqntid_demands_that_exact_block(driver):
+    ptx = (".version 7.0\n.target sm_60\n.address_size 64\n"
+           ".visible .entry fixed() .reqntid 64, 2\n{\n    ret;\n}\n")
+    f = cuda.Module.from_ptx(ptx).get_function("fixed")
+    f.launch(1, (64, 2))
+    cuda.synchronize()
+    for block in ((128,), (64, 1), (32, 4)):
+        with pytest.raises(cuda.CudaError) as info:
+            f.launch(1, block)
+        assert info.value.name == "CUDA_ERROR_INVALID_VALUE"

@@ -837,6 +837,10 @@ def _check_config(f: Function, grid, block, shared: int) -> None:
     name = f.kernel.name
     if any(d < 1 for d in (*grid, *block)):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{name}: grid {grid} and block {block} must be >= 1 in every dimension")
+    required = f.kernel.reqntid
+    if required and tuple(block) != (*required, 1, 1)[:3]:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{name}: .reqntid requires a block of exactly "
+                                                   f"{(*required, 1, 1)[:3]}, got {tuple(block)}")
     for d, m, c in zip(block, maxima_block, "xyz"):
         if d > m:
             raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{name}: block.{c} = {d} exceeds the device limit {m}")
