@@ -74,7 +74,7 @@ class Module(ContextResource):
         """
         from .. import compiler
         from ..compiler import select
-        from .context import Device, ensure_context
+        from .context import Device
         drv, ctx = ensure_context()
         dev = Device(ctx.ordinal)
         arch = compiler.parse_arch(dev.compute_capability)
@@ -166,7 +166,7 @@ def _image_kind(kind: str, image: bytes, drv) -> str:
         return "sass"
     if kind == "fatbin" and drv.kind == "cuda":
         from ..emu.images import KIND_ELF, fatbin_entries
-        from .context import Device, ensure_context
+        from .context import Device
         major, minor = Device(ensure_context()[1].ordinal).compute_capability
         if any(e["kind"] == KIND_ELF and e["arch"] == 10 * major + minor for e in fatbin_entries(image)):
             return "sass"
