@@ -1,7 +1,15 @@
 """Every test that takes the `driver` fixture runs once per driver present: the emulated
 GPU always, the real driver when libcuda loads and has a device (else skipped, saying why)."""
+import os
+
 import numpy as np
 import pytest
+
+# On a real GPU: load every kernel when its module loads (lazy loading may synchronise the
+# context at a first launch, which would wait on the streams the tests hold shut), and
+# JIT every time (a cached JIT result comes with an empty info log). Set before cuInit.
+os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
+os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
 
 from lowlevel import cuda
 

@@ -56,3 +56,17 @@ COMPILERS = {
     "nvrtc": lambda src, fast_math=False: nvrtc_ptx(src, options=["--use_fast_math"] if fast_math else []),
     "nvcc-O3": lambda src, fast_math=False: nvcc_ptx(src, options=["-O3", *(["--use_fast_math"] if fast_math else [])]),
 }
+
+
+def load_compiled(ptx: str):
+    """A module from compiler-made PTX on the driver in use.
+
+    NVRTC and nvcc 13.5 write PTX ISA 9.5; a real driver older than CUDA 13.5 cannot JIT it
+    (CUDA_ERROR_UNSUPPORTED_PTX_VERSION). There the PTX is assembled for the GPU's own
+    architecture with nvJitLink and loaded as SASS, as Module.from_cuda does."""
+    from lowlevel import compiler, cuda
+    from lowlevel.cuda.versions import max_ptx_isa, ptx_isa_version
+    drv = cuda.get_driver()
+    if drv.kind == "cuda" and ptx_isa_version(ptx) > max_ptx_isa(drv.version()):
+        return cuda.Module.from_cubin(compiler.link_ptx(ptx, cuda.Device(0).compute_capability))
+    return cuda.Module.from_ptx(ptx)

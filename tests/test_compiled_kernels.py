@@ -5,7 +5,7 @@ import pytest
 
 from lowlevel import cuda
 from conftest import device_poisoned, download, upload
-from cuda_c import COMPILERS
+from cuda_c import COMPILERS, load_compiled
 
 SOURCE = r"""
 extern "C" __global__ void saxpy_grid_stride(float a, const float* x, float* y, long long n) {
@@ -70,7 +70,7 @@ def ptx(request):
 
 @pytest.fixture
 def module(driver, ptx):
-    return cuda.Module.from_ptx(ptx)
+    return load_compiled(ptx)
 
 
 def test_saxpy_grid_stride(module, rng):

@@ -50,11 +50,13 @@ def test_launch_with_a_packed_parameter_buffer(driver, rng):
 
 def test_launch_on_a_non_blocking_stream_returns_before_the_kernel_runs(driver, rng):
     stream = cuda.Stream(non_blocking=True)
-    gate = threading.Event()
-    stream.add_callback(lambda: gate.wait(20))
     n = 1 << 16
     out = device_poisoned(4 * n)
     fill = kernels.module("fill").get_function("fill_f32")
+    fill.launch(1, 32, (out, 0.0, 1), stream=stream)          # warm: loaded and launched once
+    stream.synchronize()
+    gate = threading.Event()
+    stream.add_callback(lambda: gate.wait(20))
     fill.launch(64, 256, (out, 1.5, n), stream=stream)      # returns: the kernel is only queued
     done = cuda.Event().record(stream)
     assert stream.query() is False and done.query() is False
@@ -80,12 +82,12 @@ def test_kernel_time_by_events(driver):
 
 def test_negative_ints_reach_nvcc_int_parameters(driver, rng):
     """nvcc declares `int` parameters .u32: a negative Python int must arrive as that int."""
-    from cuda_c import nvrtc_ptx
+    from cuda_c import load_compiled, nvrtc_ptx
     ptx = nvrtc_ptx('extern "C" __global__ void offset(int* out, int delta, long long big)'
                     '{ out[0] = delta; ((long long*)out)[1] = big; }')
     assert ".param .u32 offset_param_1" in ptx
     out = cuda.mem_alloc(16)
-    cuda.Module.from_ptx(ptx).get_function("offset").launch(1, 1, (out, -7, -(2**40)))
+    load_compiled(ptx).get_function("offset").launch(1, 1, (out, -7, -(2**40)))
     back = np.zeros(4, np.int32)
     cuda.memcpy_dtoh(back, out)
     assert back[0] == -7 and back[2:].view(np.int64)[0] == -(2**40)

@@ -75,7 +75,9 @@ def test_pageable_async_copy_stages_the_source(driver, rng):
     stages the bytes: changing the source right after the call must not change the copy."""
     stream = cuda.Stream(non_blocking=True)
     gate = __import__("threading").Event()
-    stream.add_callback(gate.wait)                  # hold the stream so the copy is pending
+    stream.add_callback(lambda: gate.wait(20))      # hold the stream so the copy is pending
+    # (A real driver may instead wait for the stream to stage pageable bytes; the gate's
+    # timeout then lets it through, and the copy must still hold the bytes of the call.)
     host = rng.random(1000).astype(np.float32)
     expect = host.copy()
     dev = cuda.mem_alloc(host.nbytes)

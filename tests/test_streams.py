@@ -76,7 +76,10 @@ def test_elapsed_time_errors(driver):
 
 def test_stream_waits_for_event_on_another_stream(driver, rng):
     producer, consumer = cuda.Stream(non_blocking=True), cuda.Stream(non_blocking=True)
-    host = rng.random(1024).astype(np.float32)
+    # Pinned, so the copy queues behind the gate (from pageable memory a driver may wait
+    # for the stream to stage the bytes).
+    host = cuda.pinned_empty(1024, np.float32)
+    host[:] = rng.random(1024, dtype=np.float32)
     src, dst = cuda.mem_alloc(host.nbytes), cuda.mem_alloc(host.nbytes)
     gate = hold(producer)
     cuda.memcpy_htod_async(src, host, producer)

@@ -230,6 +230,7 @@ def test_ops_on_a_busy_stream_return_before_it_is_idle(driver, rng):
     x = rng.standard_normal((64, 64)).astype(np.float32)
     with cuda.stream(s):
         a = ll.tensor(x, device="cuda")
+        (a @ a + a).softmax(1).sum(0).numpy()       # warm: kernels loaded, memory cached, handle made
         gate = threading.Event()
         s.add_callback(lambda: gate.wait(20))
         c = (a @ a + a).softmax(1).sum(0)           # all queued behind the gate
@@ -247,14 +248,18 @@ def test_memory_read_on_another_stream_is_not_reused_too_early(driver):
     must not let the legacy stream overwrite its memory before that op has run."""
     import threading
     s = cuda.Stream(non_blocking=True)
-    x = ll.ones(1000, device="cuda")
+    n = 12_345                            # an odd size: no other free block of it in the pool
+    x = ll.ones(n, device="cuda")
+    with cuda.stream(s):
+        two = ll.full((n,), 2.0, device="cuda")
+        (x * two).numpy()                 # warm: the kernel loaded, memory cached on s
     cuda.synchronize()
     gate = threading.Event()
     s.add_callback(lambda: gate.wait(20))
     with cuda.stream(s):
-        y = x * 2.0                       # queued behind the gate: reads x later
+        y = x * two                       # queued behind the gate: reads x later
     del x
-    z = ll.full((1000,), 5.0, device="cuda")      # the legacy stream allocates and writes now
+    z = ll.full((n,), 5.0, device="cuda")         # the legacy stream allocates and writes now
     gate.set()
     s.synchronize()
     assert (y.numpy() == 2.0).all()

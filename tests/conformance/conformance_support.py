@@ -69,7 +69,8 @@ class Build:
         load fails the test with the JIT log (which names the instruction and line)."""
         ptx = self.ptx(source, label)
         try:
-            return cuda.Module.from_ptx(ptx)
+            from cuda_c import load_compiled
+            return load_compiled(ptx)
         except cuda.CudaError as exc:
             log = (exc.log or "").strip()
             raise AssertionError(f"{label} [{self.name}] refused at load: {exc.name}: "

@@ -1,6 +1,8 @@
 """Conformance: what a kernel sees beyond its arguments: printf, %clock64, module-scope
 `__device__` variables with initializers and `__constant__` memory written from the host
 through Module.get_global. Same builds and drivers as test_conformance_kernels.py."""
+import ctypes
+
 import numpy as np
 
 from lowlevel import cuda
@@ -32,6 +34,9 @@ def test_printf(driver, build, rng, capfd):
         f.launch(grid, block, args)
         launches.append(args)
     cuda.synchronize()                                   # the output is there by now
+    # A real driver writes device printf through C's stdout, which buffers fully into a
+    # file: flush it (a no-op for the emulated GPU, which writes through Python's).
+    ctypes.CDLL(None).fflush(None)
     lines = capfd.readouterr().out.splitlines()
     for tag, value, _, u, wide, bits, letter in launches:
         mine = [ln for ln in lines if ln.startswith(f"tag {tag}: ")]
