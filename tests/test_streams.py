@@ -118,3 +118,25 @@ def test_callback_exceptions_do_not_break_the_stream(driver, capfd):
     stream.synchronize()
     assert ran == [True]
     assert "ZeroDivisionError" in capfd.readouterr().err
+
+
+def test_objects_dropped_inside_a_host_callback_are_released_later(driver):
+    """A host function must make no CUDA call: memory whose last reference dies inside one
+    is freed by the next call into the driver from an ordinary thread."""
+    from lowlevel import trace
+    from lowlevel.cuda import context
+    stream = cuda.Stream(non_blocking=True)
+    box = [cuda.mem_alloc(1 << 20)]
+    calls = []
+
+    def drop():
+        with trace.Recorder() as r:
+            box.pop()                       # garbage collected here, on the driver's thread
+        calls.extend(r.calls)
+    stream.add_callback(drop)
+    stream.synchronize()
+    assert calls == [] and len(context._deferred) == 1
+    with trace.Recorder() as r:
+        cuda.mem_get_info()                 # the next entry into the driver frees it
+    assert [c["symbol"] for c in r.calls if "Free" in c["symbol"]] == ["cuMemFree_v2"]
+    assert context._deferred == []

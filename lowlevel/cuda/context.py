@@ -47,17 +47,45 @@ def _primary(drv: Driver, ordinal: int) -> _PrimaryContext:
     return ctx
 
 
-def ensure_context() -> tuple[Driver, _PrimaryContext]:
-    """The driver in use, with the current device's primary context current on this thread."""
-    drv = get_driver()
-    ctx = _primary(drv, current_device_ordinal())
+def _make_current(drv: Driver, ctx: _PrimaryContext) -> None:
     # The driver's current context is per thread; remember what this thread last made current
     # (per driver and context generation), so switching devices or drivers sets it again.
     want = (id(drv), ctx.handle, ctx.generation)
     if getattr(_thread_current, "context", None) != want:
         drv.cuCtxSetCurrent(ctx.handle)
         _thread_current.context = want
+
+
+def ensure_context() -> tuple[Driver, _PrimaryContext]:
+    """The driver in use, with the current device's primary context current on this thread."""
+    drv = get_driver()
+    ctx = _primary(drv, current_device_ordinal())
+    _make_current(drv, ctx)
+    if _deferred and not in_host_callback():
+        _release_deferred()
     return drv, ctx
+
+
+# A host callback (cuLaunchHostFunc) must make no CUDA call; an object garbage collected
+# while one runs is released later, by the next thread that enters the driver.
+_callback_state = threading.local()
+_deferred: list = []
+
+
+def in_host_callback() -> bool:
+    return getattr(_callback_state, "active", False)
+
+
+def set_in_host_callback(active: bool) -> None:
+    _callback_state.active = active
+
+
+def _release_deferred() -> None:
+    while _deferred:
+        try:
+            _deferred.pop().release()
+        except Exception:
+            pass
 
 
 def device_count() -> int:
@@ -79,6 +107,8 @@ def reset_device() -> None:
     allocation, module, stream and event made before is invalid and must be made again.
     """
     drv, ctx = ensure_context()
+    from .cublas import drop_thread_handles
+    drop_thread_handles()                  # cuBLAS state lives in the context going away
     drv.cuDevicePrimaryCtxReset(ctx.ordinal)
     ctx.generation += 1                    # every thread makes the new context current again
     handle = ctypes.c_void_p()
@@ -109,8 +139,12 @@ class ContextResource:
     def release(self) -> None:
         if self._released:
             return
+        if in_host_callback():
+            _deferred.append(self)
+            return
         self._released = True
         if not shutting_down and self._generation == self._ctx.generation:
+            _make_current(self._drv, self._ctx)     # it may be released on any thread
             self._release()
 
     def __del__(self):

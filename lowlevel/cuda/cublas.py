@@ -202,6 +202,16 @@ class Handle(ContextResource):
 _per_thread = threading.local()
 
 
+def drop_thread_handles() -> None:
+    """Destroy this thread's cached handles (before the context they live in is reset)."""
+    for handle in getattr(_per_thread, "handles", {}).values():
+        try:
+            handle.destroy()
+        except Exception:
+            pass            # a broken context: the reset reclaims it
+    _per_thread.handles = {}
+
+
 def get_handle(stream=None) -> Handle:
     """The calling thread's handle for the current device, following `stream`.
 

@@ -11,6 +11,7 @@ transposed view (a matrix stored the other way round) is just a transpose flag.
 import numpy as np
 
 from . import cublas
+from .cublas_constants import MATH_MODE
 
 _EX_TYPES = {np.dtype(np.float16): "R_16F", "bfloat16": "R_16BF"}
 
@@ -52,11 +53,17 @@ def gemm_rowmajor(handle, A, B, C, m: int, n: int, k: int, *, dtype, lda: int, l
             cublas.dgemm(*args, alpha, B, ldb, A, lda, beta, C, ldc)
     elif key in _EX_TYPES:
         t = _EX_TYPES[key]
-        if batch == 1:
-            cublas.gemm_ex(*args, alpha, B, t, ldb, A, t, lda, beta, C, t, ldc, "32F")
-        else:
-            cublas.gemm_strided_batched_ex(*args, alpha, B, t, ldb, stride_b, A, t, lda, stride_a, beta, C, t,
-                                           ldc, stride_c, batch, "32F")
+        # float32 compute means float32 all the way: no split-K reduction in half precision.
+        previous = handle.math_mode
+        handle.math_mode = previous | MATH_MODE["CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION"]
+        try:
+            if batch == 1:
+                cublas.gemm_ex(*args, alpha, B, t, ldb, A, t, lda, beta, C, t, ldc, "32F")
+            else:
+                cublas.gemm_strided_batched_ex(*args, alpha, B, t, ldb, stride_b, A, t, lda, stride_a, beta, C, t,
+                                               ldc, stride_c, batch, "32F")
+        finally:
+            handle.math_mode = previous
     else:
         raise TypeError(f"gemm_rowmajor: no cuBLAS path for dtype {dtype!r} "
                         f"(float32, float64, float16 and bfloat16 have one)")

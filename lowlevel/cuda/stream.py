@@ -12,7 +12,7 @@ import threading
 import traceback
 
 from .bindings import CUhostFn
-from .context import ContextResource
+from .context import ContextResource, set_in_host_callback
 from .driver import NOT_READY
 
 CU_STREAM_NON_BLOCKING = 0x1
@@ -70,16 +70,20 @@ class Stream(ContextResource):
         printed (it cannot propagate across the driver).
         """
         with _pending_lock:
-            while _finished_callbacks:
-                _pending_callbacks.pop(_finished_callbacks.pop(), None)
+            # Host functions run one after another on the driver's thread: once a later one
+            # has finished, an earlier one has surely returned through its C function pointer.
+            while len(_finished_callbacks) > 1:
+                _pending_callbacks.pop(_finished_callbacks.pop(0), None)
             key = next(_callback_ids)
 
             def trampoline(_user_data):
+                set_in_host_callback(True)
                 try:
                     fn()
                 except Exception:
                     print(f"exception in stream callback {fn!r}:\n{traceback.format_exc()}", file=sys.stderr)
                 finally:
+                    set_in_host_callback(False)
                     # Not freed here: this very C function pointer is still running.
                     _finished_callbacks.append(key)
             # The C function pointer must stay alive until the driver has called it, even if
