@@ -80,7 +80,7 @@ def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda")
     for name, s in rec.validation:
         line(f"    {name}: {s * 1e6:.1f} us")
 
-    line(f"\nL2  the ctypes boundary: {len(rec.calls)} calls into C")
+    line(f"\nL2  the ctypes boundary: {len(rec.calls)} call{'' if len(rec.calls) == 1 else 's'} into C")
     crossing = 0.0
     for c in rec.calls:
         crossing += c["seconds"]
