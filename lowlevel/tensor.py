@@ -5,6 +5,7 @@ byte buffer. Views (reshape, transpose, slicing, expand) share the storage and o
 the metadata; ops go through the dispatcher (lowlevel/ops.py). Nothing here waits for the
 GPU except what must hand values to Python: item(), numpy(), repr and to("cpu").
 """
+import functools
 import math
 
 import numpy as np
@@ -57,10 +58,13 @@ class Storage:
         return self.block.ptr
 
     def __del__(self):
+        # The block goes back to the allocator at the next safe point, not here: the
+        # collector may run this inside the allocator's own lock (see release_later).
         if self.block is not None:
             try:
-                self.allocator.free(self.block)
-            except Exception:
+                from .cuda.context import release_later
+                release_later(functools.partial(self.allocator.free, self.block))
+            except Exception:       # at interpreter teardown the modules may be gone
                 pass
 
 

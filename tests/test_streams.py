@@ -135,8 +135,8 @@ def test_objects_dropped_inside_a_host_callback_are_released_later(driver):
         calls.extend(r.calls)
     stream.add_callback(drop)
     stream.synchronize()
-    assert calls == [] and len(context._deferred) == 1
+    assert calls == [] and context.pending_releases() == 1
     with trace.Recorder() as r:
         cuda.mem_get_info()                 # the next entry into the driver frees it
     assert [c["symbol"] for c in r.calls if "Free" in c["symbol"]] == ["cuMemFree_v2"]
-    assert context._deferred == []
+    assert context.pending_releases() == 0

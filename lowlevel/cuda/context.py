@@ -2,10 +2,12 @@
 
 lowlevel uses each device's primary context (cuDevicePrimaryCtxRetain + cuCtxSetCurrent):
 the one the CUDA runtime and cuBLAS use, and stable across CUDA 12 and 13. It is retained
-on first use, made current on every thread that calls in, and released at interpreter exit
-after the device has finished its work, so nothing is freed into a context that is gone.
+on first use and made current on every thread that calls in. At interpreter exit nothing
+waits for the device: as a driver does at process teardown, work still queued is abandoned,
+and nothing is released into a context that is going away.
 """
 import atexit
+import collections
 import ctypes
 import threading
 
@@ -57,19 +59,25 @@ def _make_current(drv: Driver, ctx: _PrimaryContext) -> None:
 
 
 def ensure_context() -> tuple[Driver, _PrimaryContext]:
-    """The driver in use, with the current device's primary context current on this thread."""
+    """The driver in use, with the current device's primary context current on this thread.
+
+    Every call into lowlevel passes here first, holding no lock of lowlevel's: the safe
+    point where releases queued by finalizers are carried out."""
     drv = get_driver()
     ctx = _primary(drv, current_device_ordinal())
     _make_current(drv, ctx)
-    if _deferred and not in_host_callback():
-        _release_deferred()
+    if _pending_releases and not in_host_callback():
+        run_pending_releases()
     return drv, ctx
 
 
-# A host callback (cuLaunchHostFunc) must make no CUDA call; an object garbage collected
-# while one runs is released later, by the next thread that enters the driver.
+# Finalizers (__del__) run wherever the garbage collector happens to run: inside one of
+# lowlevel's locks, on a stream worker of the emulated GPU, in a host callback (which must
+# make no CUDA call). A release may wait for the device (cuModuleUnload, cuMemFree), and the
+# device may be waiting for the very lock or thread the finalizer interrupted. So a
+# finalizer only queues its release; the next thread to enter lowlevel carries it out.
 _callback_state = threading.local()
-_deferred: list = []
+_pending_releases: collections.deque = collections.deque()
 
 
 def in_host_callback() -> bool:
@@ -80,11 +88,26 @@ def set_in_host_callback(active: bool) -> None:
     _callback_state.active = active
 
 
-def _release_deferred() -> None:
-    while _deferred:
+def release_later(release) -> None:
+    """Queue `release` (a callable) for the next safe point; for finalizers."""
+    _pending_releases.append(release)
+
+
+def pending_releases() -> int:
+    """How many releases are queued for the next safe point."""
+    return len(_pending_releases)
+
+
+def run_pending_releases() -> None:
+    """Carry out the releases finalizers queued (ensure_context calls this)."""
+    while _pending_releases:
         try:
-            _deferred.pop().release()
-        except Exception:
+            release = _pending_releases.popleft()
+        except IndexError:          # another thread took the last one
+            return
+        try:
+            release()
+        except Exception:           # a broken context: the reset will reclaim it
             pass
 
 
@@ -124,7 +147,8 @@ class ContextResource:
     A subclass calls `_adopt()` when it is made and implements `_release()`. `release()`
     runs it at most once, and not at all when the interpreter is exiting or the context has
     been reset since (the driver took everything back then). Garbage collection releases
-    too; an error there (a broken context) is dropped, since the reset will reclaim it.
+    too, at the next safe point (see release_later); an error there (a broken context) is
+    dropped, since the reset will reclaim it.
     """
 
     _released = False
@@ -140,7 +164,7 @@ class ContextResource:
         if self._released:
             return
         if in_host_callback():
-            _deferred.append(self)
+            release_later(self.release)
             return
         self._released = True
         if not shutting_down and self._generation == self._ctx.generation:
@@ -149,8 +173,9 @@ class ContextResource:
 
     def __del__(self):
         try:
-            self.release()
-        except Exception:
+            if not self._released and not shutting_down:
+                release_later(self.release)
+        except Exception:       # at interpreter teardown the module's globals may be gone
             pass
 
 
@@ -201,18 +226,14 @@ class Device:
         return self.attribute("MULTIPROCESSOR_COUNT")
 
 
-def _release_all() -> None:
-    """At exit: let each device finish its work, then release the primary contexts."""
+def _at_exit() -> None:
+    """At exit, wait for nothing and release nothing: the process's teardown takes the
+    contexts and everything in them, and abandons the work still queued, as with any
+    driver. Releasing here could wait for that work (minutes of kernels) or for threads
+    that are still running."""
     global shutting_down
     shutting_down = True
-    for ctx in list(_contexts.values()):
-        try:
-            ctx.drv.cuCtxSetCurrent.unchecked(ctx.handle)
-            ctx.drv.cuCtxSynchronize.unchecked()
-            ctx.drv.cuDevicePrimaryCtxRelease.unchecked(ctx.ordinal)
-        except Exception:
-            pass
-    _contexts.clear()
+    _pending_releases.clear()
 
 
-atexit.register(_release_all)
+atexit.register(_at_exit)

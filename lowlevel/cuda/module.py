@@ -7,6 +7,7 @@ returns as soon as the launch is queued, not when the kernel is done.
 """
 import ctypes
 import pathlib
+import weakref
 
 from .constants import CURESULT, JIT_OPTION
 from .enums import enum_value
@@ -45,7 +46,11 @@ class Module(ContextResource):
         self.lowered_names: dict[str, str] = {}  # from_cuda: name expression -> mangled name
         self._param_types = param_types or {}
         self._adopt()
-        self._functions: dict[str, Function] = {}
+        # A Function keeps its module loaded; the module only remembers its functions
+        # weakly, so the two never form a cycle and the module is unloaded as soon as the
+        # last reference to it (or to one of its functions) goes, not whenever the cyclic
+        # garbage collector happens to run.
+        self._functions: weakref.WeakValueDictionary[str, Function] = weakref.WeakValueDictionary()
 
     @classmethod
     def from_ptx(cls, ptx: str | bytes, options: dict | None = None) -> "Module":
@@ -144,7 +149,8 @@ class Module(ContextResource):
             symbol = self.lowered_names.get(name, name)
             h = ctypes.c_void_p()
             self._drv.cuModuleGetFunction(ctypes.byref(h), self.handle, symbol.encode())
-            f = self._functions[name] = Function(self, symbol, h.value, self._param_types.get(symbol))
+            f = Function(self, symbol, h.value, self._param_types.get(symbol))
+            self._functions[name] = f
         return f
 
     def get_global(self, name: str) -> tuple[int, int]:

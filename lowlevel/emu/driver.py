@@ -123,6 +123,9 @@ class Context:
         self.pinned: dict[int, ctypes.Array] = {}      # host address -> buffer (cuMemAllocHost)
         self.sticky: tuple[int, str] | None = None
         self.thread_instructions = 0        # executed by every kernel so far (for the trace)
+        # Stream workers take no lock that a host thread may hold while it waits for them
+        # (that is `lock`): the count has its own.
+        self._count_lock = threading.Lock()
         self._next = 0x100
 
     def new_handle(self) -> int:
@@ -131,7 +134,7 @@ class Context:
             return self.handle + self._next
 
     def count_instructions(self, n: int) -> None:
-        with self.lock:                     # workers of several streams add at once
+        with self._count_lock:              # workers of several streams add at once
             self.thread_instructions += n
 
     def set_sticky(self, code_name: str, message: str) -> None:

@@ -7,12 +7,26 @@ cuStreamWaitEvent); the worker waits for those before running it.
 
 A fault raised by a work item (a kernel's illegal address) is recorded on the context as a
 sticky error; from then on every work item is skipped and every call reports the error.
+
+At interpreter exit the queued work is abandoned, as a driver abandons it at process
+teardown: workers skip what is still queued, and nothing waits for them.
 """
+import atexit
 import queue
 import threading
 import time
 
 from .faults import KernelFault
+
+_abandoned = threading.Event()
+
+
+def abandon_queued_work() -> None:
+    """From now on every queued work item is skipped (marked done without running)."""
+    _abandoned.set()
+
+
+atexit.register(abandon_queued_work)
 
 
 class WorkItem:
@@ -78,7 +92,7 @@ class Stream:
             for dep in item.deps:
                 dep.done.wait()
             try:
-                if self.context.sticky is None:
+                if self.context.sticky is None and not _abandoned.is_set():
                     item.run()
             except KernelFault as fault:
                 self.context.set_sticky(fault.code_name, fault.message)
