@@ -185,6 +185,7 @@ class _ForeignBlock:
 
     def __init__(self, ptr: int):
         self.ptr = ptr
+        self.address = ptr      # what Storage reads: the owner, not our context, keeps it valid
 
 
 class _NoFree:

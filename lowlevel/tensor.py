@@ -47,6 +47,7 @@ class Storage:
         if device.type == "cuda":
             from .cuda import current_stream
             from .cuda.allocator import get_allocator
+            _check_ordinal(device)
             self.allocator = get_allocator()
             self.block = self.allocator.allocate(max(1, nbytes), current_stream())
         else:
@@ -55,7 +56,7 @@ class Storage:
 
     @property
     def ptr(self) -> int:
-        return self.block.ptr
+        return self.block.address          # refused once the device's context was reset
 
     def __del__(self):
         # The block goes back to the allocator at the next safe point, not here: the
@@ -66,6 +67,18 @@ class Storage:
                 release_later(functools.partial(self.allocator.free, self.block))
             except Exception:       # at interpreter teardown the modules may be gone
                 pass
+
+
+def _check_ordinal(device: Device) -> None:
+    """A CUDA device that exists: "cuda:7" on a one-GPU machine is an error (as PyTorch's
+    "invalid device ordinal"), not a tensor that claims device 7 and lives on device 0."""
+    if device.index == 0:
+        return              # always there: a driver is used only when it has a device
+    from .cuda import device_count
+    count = device_count()
+    if not 0 <= device.index < count:
+        known = "cuda:0" if count == 1 else f"cuda:0 to cuda:{count - 1}"
+        raise ValueError(f"invalid device ordinal: {device} does not exist (the CUDA devices are {known})")
 
 
 def _contiguous_strides(shape) -> tuple:
@@ -336,7 +349,11 @@ def empty(*shape, dtype=dt.float32, device="cpu") -> Tensor:
     if any(s < 0 for s in shape):
         raise ValueError(f"negative dimension in shape {shape}")
     dtype, device = as_dtype(dtype), Device(device)
-    storage = Storage(math.prod(shape) * dtype.itemsize, device)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes >= 1 << 64:
+        raise ValueError(f"empty: shape {shape} of {dtype.name} is {nbytes} bytes, more than a 64-bit "
+                         f"address space holds")
+    storage = Storage(nbytes, device)
     return Tensor(storage, shape, _contiguous_strides(shape), 0, dtype)
 
 

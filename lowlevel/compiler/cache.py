@@ -4,6 +4,9 @@ The key is a hash of the kind of step, the source, the options, the architecture
 toolkit versions, so a new NVRTC or a changed flag is a miss, never a stale hit. Entries
 are written to a temporary file and renamed into place, which is atomic: processes that
 compile the same thing at once each write a whole entry, and readers never see half of one.
+Each entry's metadata holds a SHA-256 of the payload and of the metadata itself: an entry
+whose bytes changed on disk (a bad sector, a stray edit, a torn copy) is a miss, so it is
+compiled again and replaced, never served.
 
 Where: $LOWLEVEL_CACHE_DIR, else $XDG_CACHE_HOME/lowlevel, else ~/.cache/lowlevel.
 Off: LOWLEVEL_CACHE=0.
@@ -37,18 +40,27 @@ def key(*parts) -> str:
     return h.hexdigest()
 
 
+def _digest(payload: bytes, meta: dict) -> str:
+    """The hash an entry is stored with: its payload and its metadata (less the hash)."""
+    return key(payload, meta)
+
+
 def load(k: str) -> tuple[bytes, dict] | None:
-    """(payload, metadata) of entry `k`, or None on a miss (or with the cache off)."""
+    """(payload, metadata) of entry `k`, or None on a miss (or with the cache off). An
+    entry that does not match its stored hash is a miss too."""
     if not enabled():
         return None
     folder = directory()
     try:
         payload = (folder / f"{k}.bin").read_bytes()
-        meta = json.loads((folder / f"{k}.json").read_text())
-    except (OSError, ValueError):
+        meta = json.loads((folder / f"{k}.json").read_bytes())
+    except (OSError, ValueError):       # UnicodeDecodeError is a ValueError
         return None
-    if meta.get("size") != len(payload):
-        return None             # a torn pair from an interrupted writer: treat as a miss
+    if not isinstance(meta, dict):
+        return None
+    stored = meta.pop("sha256", None)
+    if meta.get("size") != len(payload) or stored != _digest(payload, meta):
+        return None             # torn by an interrupted writer, or changed since: a miss
     return payload, meta
 
 
@@ -76,7 +88,9 @@ def store(k: str, payload: bytes, meta: dict) -> None:
         # The payload first: a reader accepts an entry only once its metadata (with the
         # payload's size) is in place.
         _write_atomically(folder / f"{k}.bin", payload)
-        _write_atomically(folder / f"{k}.json", json.dumps({**meta, "size": len(payload)}).encode())
+        # Hashed as a reader will see it, after the trip through JSON (tuples become lists).
+        meta = json.loads(json.dumps({**meta, "size": len(payload)}))
+        _write_atomically(folder / f"{k}.json", json.dumps({**meta, "sha256": _digest(payload, meta)}).encode())
     except OSError:
         pass
 

@@ -5,7 +5,7 @@ Everything here works the same on the real libcuda and on the emulated GPU (lowl
 """
 from .context import Device, device_count, reset_device, synchronize
 from .driver import get_driver, real_driver_status, use_driver
-from .errors import CudaError
+from .errors import ContextResetError, CudaError
 from .memory import (DeviceAllocation, mem_alloc, mem_alloc_async, mem_get_info, memcpy_dtod,
                      memcpy_dtod_async, memcpy_dtoh, memcpy_dtoh_async, memcpy_htod, memcpy_htod_async,
                      memset_d8, memset_d32, pinned_empty)
@@ -22,7 +22,7 @@ def driver_info() -> dict:
 
 
 __all__ = [
-    "CudaError", "Device", "DeviceAllocation", "Event", "Function", "Module", "Stream",
+    "ContextResetError", "CudaError", "Device", "DeviceAllocation", "Event", "Function", "Module", "Stream",
     "device_count", "driver_info", "get_driver", "mem_alloc", "mem_alloc_async", "mem_get_info",
     "memcpy_dtod", "memcpy_dtod_async", "memcpy_dtoh", "memcpy_dtoh_async", "memcpy_htod",
     "memcpy_htod_async", "memset_d8", "memset_d32", "pinned_empty", "real_driver_status",

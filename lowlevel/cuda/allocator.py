@@ -41,6 +41,13 @@ class Block:
     def __repr__(self):
         return f"<Block {self.ptr:#x} +{self.size} {'free' if self.free else 'used'}>"
 
+    @property
+    def address(self) -> int:
+        """`ptr` for those outside the allocator: refused (ContextResetError) once the
+        context its segment was allocated in is reset, when the address means nothing."""
+        self.segment.allocation.check_context()
+        return self.ptr
+
 
 class _Segment:
     def __init__(self, allocation, stream: int, small: bool):

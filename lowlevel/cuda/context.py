@@ -13,6 +13,7 @@ import threading
 
 from .enums import enum_value
 from .driver import Driver, get_driver
+from .errors import ContextResetError
 
 
 class _PrimaryContext:
@@ -160,6 +161,14 @@ class ContextResource:
     def _release(self) -> None:
         raise NotImplementedError
 
+    def check_context(self) -> None:
+        """Refuse this object if its context was reset after it was made: the new context
+        may have given its handle or address to something else."""
+        if self._generation != self._ctx.generation:
+            raise ContextResetError(
+                f"this {type(self).__name__} belongs to a context that was reset (cuda.reset_device()); "
+                f"everything made before the reset must be made again")
+
     def release(self) -> None:
         if self._released:
             return
@@ -177,6 +186,27 @@ class ContextResource:
                 release_later(self.release)
         except Exception:       # at interpreter teardown the module's globals may be gone
             pass
+
+
+class ContextBound:
+    """A ContextResource attribute (its handle, its device address) that can be read only
+    while the context it was made in lives: reading it later raises ContextResetError.
+
+    It is read wherever the object reaches the driver (copies, launches, frees, stream and
+    event calls), so that check is one comparison there. The raw value is in `storage`."""
+
+    def __init__(self, storage: str):
+        self.storage = storage
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        if obj._generation != obj._ctx.generation:
+            obj.check_context()
+        return obj.__dict__[self.storage]
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.storage] = value
 
 
 class Device:

@@ -17,10 +17,12 @@ from ctypes import c_double, c_float, c_int, c_int64, c_size_t, c_void_p
 import numpy as np
 
 from .. import trace
-from .context import ContextResource, current_device_ordinal, ensure_context
+from .checked import IntegerArguments
+from .context import ContextBound, ContextResource, current_device_ordinal, ensure_context
 from .driver import _show
 from .cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
 from .memory import _ptr
+from .stream import stream_handle
 
 Status = c_int
 Handle_t = c_void_p
@@ -78,14 +80,18 @@ class Cublas:
         self.kind = kind
         self.description = description
         self._functions = functions
+        # m, n, k, lda... are C ints: one past 2**31 must not reach cuBLAS as its low bits
+        self._integers = {name: IntegerArguments(name, PROTOTYPES[name][1]) for name in functions}
 
     def __getattr__(self, name):
         try:
             fn = self._functions[name]
         except KeyError:
             raise AttributeError(f"{name} is not bound ({self.description})") from None
+        integers = self._integers[name]
 
         def checked(*args):
+            integers.check(args)
             if trace.active is None:
                 status = fn(*args)
             else:
@@ -159,6 +165,8 @@ def library() -> Cublas:
 class Handle(ContextResource):
     """A cuBLAS handle, bound to the current device; its work runs on `stream`."""
 
+    handle = ContextBound("_handle")       # refused once the context is reset
+
     def __init__(self, stream=None):
         self._adopt()
         self.lib = library()
@@ -170,7 +178,7 @@ class Handle(ContextResource):
 
     def set_stream(self, stream) -> None:
         """Run later calls on `stream` (None: the legacy default stream)."""
-        self.lib.cublasSetStream_v2(self.handle, None if stream is None else stream.handle)
+        self.lib.cublasSetStream_v2(self.handle, stream_handle(stream, "cublas Handle.set_stream: stream"))
         self.stream = stream
 
     @property

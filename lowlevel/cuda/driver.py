@@ -16,6 +16,7 @@ import time
 
 from .. import trace
 from . import bindings
+from .checked import IntegerArguments
 from .constants import CURESULT, CURESULT_NAME
 from .errors import CudaError
 
@@ -23,12 +24,16 @@ DEFAULT_LIBCUDA = "libcuda.so.1"
 
 
 class DriverFunction:
-    """One bound C function: call it to have its CUresult checked."""
+    """One bound C function: call it to have its CUresult checked.
 
-    __slots__ = ("driver", "name", "symbol", "cfunc")
+    Its integer arguments are range-checked first (see checked.py): ctypes would pass the
+    low bits of one too large for its C type, and the driver would act on those."""
+
+    __slots__ = ("driver", "name", "symbol", "cfunc", "integers")
 
     def __init__(self, driver, name, symbol, cfunc):
         self.driver, self.name, self.symbol, self.cfunc = driver, name, symbol, cfunc
+        self.integers = IntegerArguments(symbol, bindings.PROTOTYPES[name][1])
 
     def __call__(self, *args):
         code = self.unchecked(*args)
@@ -36,6 +41,7 @@ class DriverFunction:
             raise self.driver.error(code, self.symbol)
 
     def unchecked(self, *args) -> int:
+        self.integers.check(args)
         if not self.driver.log_api and trace.active is None:
             code = self.cfunc(*args)
             if code != 0:

@@ -29,3 +29,10 @@ class CudaError(RuntimeError):
         if log:
             text += f"\nJIT log:\n{log.rstrip()}"
         super().__init__(text)
+
+
+class ContextResetError(ValueError):
+    """An object made in a context that has since been reset (cuda.reset_device()) was used.
+
+    Its handle or device address stood for something in the old context; the new one may
+    have given the same number to something else, so it is refused, never passed on."""

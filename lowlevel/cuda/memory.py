@@ -5,21 +5,29 @@ driver: a copy that does not fit is a ValueError naming both sizes. Device point
 DeviceAllocation objects or plain ints.
 """
 import ctypes
+import math
+from ctypes import c_size_t
 
 import numpy as np
 
-from .context import ContextResource, ensure_context
+from .checked import c_integer, integer
+from .context import ContextBound, ContextResource, ensure_context
+from .stream import stream_handle
 
 
 class DeviceAllocation(ContextResource):
     """A block of device memory: `.ptr` (the CUdeviceptr), `.size` in bytes, `int()`.
 
     Freed by `.free()` or when garbage collected. One allocated with a stream
-    (mem_alloc_async) is freed in that stream's order (cuMemFreeAsync).
+    (mem_alloc_async) is freed in that stream's order (cuMemFreeAsync). After
+    cuda.reset_device() `.ptr` raises ContextResetError: the address may be another
+    allocation's now.
     """
 
+    ptr = ContextBound("_address")
+
     def __init__(self, ptr: int, size: int, stream=None):
-        self.ptr = ptr
+        self._address = ptr
         self.size = size
         self._stream = stream
         self._adopt()
@@ -31,7 +39,7 @@ class DeviceAllocation(ContextResource):
         return self.ptr
 
     def __repr__(self):
-        state = "freed" if self.ptr is None else f"{self.ptr:#x}"
+        state = "freed" if self._address is None else f"{self._address:#x}"
         return f"<DeviceAllocation {state}, {self.size} bytes>"
 
     def free(self, stream=None) -> None:
@@ -39,10 +47,10 @@ class DeviceAllocation(ContextResource):
         if stream is not None:
             self._stream = stream
         self.release()
-        self.ptr = None         # also when the context was reset: the pointer means nothing now
+        self._address = None    # also when the context was reset: the pointer means nothing now
 
     def _release(self) -> None:
-        ptr, self.ptr = self.ptr, None
+        ptr, self._address = self._address, None
         if self._stream is not None:
             self._drv.cuMemFreeAsync(ptr, self._stream.handle)
         else:
@@ -59,14 +67,17 @@ def _ptr(x) -> int:
     raise TypeError(f"expected a DeviceAllocation or an int device pointer, got {type(x).__name__}")
 
 
-def _stream_handle(stream) -> int:
-    return 0 if stream is None else stream.handle
+def _allocation_size(nbytes, what: str) -> int:
+    """An allocation's byte count: an integer a size_t holds, and not 0."""
+    nbytes = integer(nbytes, f"{what}: nbytes")
+    if nbytes <= 0:
+        raise ValueError(f"{what}: size must be positive, got {nbytes}")
+    return c_integer(nbytes, c_size_t, f"{what}: nbytes")
 
 
 def mem_alloc(nbytes: int) -> DeviceAllocation:
     """Allocate `nbytes` of device memory (cuMemAlloc)."""
-    if nbytes <= 0:
-        raise ValueError(f"mem_alloc: size must be positive, got {nbytes}")
+    nbytes = _allocation_size(nbytes, "mem_alloc")
     drv, _ = ensure_context()
     ptr = ctypes.c_uint64()
     drv.cuMemAlloc(ctypes.byref(ptr), nbytes)
@@ -75,11 +86,11 @@ def mem_alloc(nbytes: int) -> DeviceAllocation:
 
 def mem_alloc_async(nbytes: int, stream) -> DeviceAllocation:
     """Stream-ordered allocation (cuMemAllocAsync); freed in the same stream's order."""
-    if nbytes <= 0:
-        raise ValueError(f"mem_alloc_async: size must be positive, got {nbytes}")
+    nbytes = _allocation_size(nbytes, "mem_alloc_async")
+    handle = stream_handle(stream, "mem_alloc_async: stream")
     drv, _ = ensure_context()
     ptr = ctypes.c_uint64()
-    drv.cuMemAllocAsync(ctypes.byref(ptr), nbytes, _stream_handle(stream))
+    drv.cuMemAllocAsync(ctypes.byref(ptr), nbytes, handle)
     return DeviceAllocation(ptr.value, nbytes, stream=stream)
 
 
@@ -109,8 +120,12 @@ def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
     """A numpy array in page-locked host memory (cuMemAllocHost): copies to and from it
     are truly asynchronous. The memory is freed when the array is garbage collected."""
     dtype = np.dtype(dtype)
-    count = int(np.prod(shape, dtype=np.int64))
-    block = _PinnedBlock(max(1, count * dtype.itemsize))
+    shape = tuple(integer(d, "pinned_empty: shape") for d in ((shape,) if hasattr(shape, "__index__") else shape))
+    if any(d < 0 for d in shape):
+        raise ValueError(f"pinned_empty: negative dimension in shape {shape}")
+    count = math.prod(shape)            # exact: np.prod would wrap around in int64
+    nbytes = c_integer(max(1, count * dtype.itemsize), c_size_t, "pinned_empty: nbytes")
+    block = _PinnedBlock(nbytes)
     raw = (ctypes.c_char * block.nbytes).from_address(block.address)
     raw._owner = block              # the array's base keeps the block alive
     return np.frombuffer(raw, dtype=dtype, count=count).reshape(shape)
@@ -122,6 +137,12 @@ def _host_array(arr, what: str) -> np.ndarray:
         raise TypeError(f"{what}: expected a numpy array, got {type(arr).__name__}")
     if not arr.flags.c_contiguous:
         raise ValueError(f"{what}: the host array must be C-contiguous (use np.ascontiguousarray)")
+    return arr
+
+
+def _writable(arr: np.ndarray, what: str) -> np.ndarray:
+    if not arr.flags.writeable:
+        raise ValueError(f"{what}: the destination array is read-only")
     return arr
 
 
@@ -140,9 +161,7 @@ def memcpy_htod(dst, src: np.ndarray) -> None:
 
 def memcpy_dtoh(dst: np.ndarray, src) -> None:
     """Fill a host array from device memory; returns when the data has arrived."""
-    dst = _host_array(dst, "memcpy_dtoh destination")
-    if not dst.flags.writeable:
-        raise ValueError("memcpy_dtoh: the destination array is read-only")
+    dst = _writable(_host_array(dst, "memcpy_dtoh destination"), "memcpy_dtoh")
     _check_fits(src, dst.nbytes, "memcpy_dtoh")
     drv, _ = ensure_context()
     drv.cuMemcpyDtoH(dst.ctypes.data, _ptr(src), dst.nbytes)
@@ -150,6 +169,7 @@ def memcpy_dtoh(dst: np.ndarray, src) -> None:
 
 def memcpy_dtod(dst, src, nbytes: int) -> None:
     """Copy `nbytes` between device buffers (asynchronous with respect to the host)."""
+    nbytes = c_integer(nbytes, c_size_t, "memcpy_dtod: nbytes")
     _check_fits(dst, nbytes, "memcpy_dtod destination")
     _check_fits(src, nbytes, "memcpy_dtod source")
     drv, _ = ensure_context()
@@ -161,47 +181,56 @@ def memcpy_htod_async(dst, src: np.ndarray, stream=None) -> None:
     pageable memory the driver stages the bytes first, so `src` may be reused on return."""
     src = _host_array(src, "memcpy_htod_async source")
     _check_fits(dst, src.nbytes, "memcpy_htod_async")
+    handle = stream_handle(stream, "memcpy_htod_async: stream")
     drv, _ = ensure_context()
-    drv.cuMemcpyHtoDAsync(_ptr(dst), src.ctypes.data, src.nbytes, _stream_handle(stream))
+    drv.cuMemcpyHtoDAsync(_ptr(dst), src.ctypes.data, src.nbytes, handle)
 
 
 def memcpy_dtoh_async(dst: np.ndarray, src, stream=None) -> None:
     """Queue a device-to-host copy on `stream`. Into pinned memory it returns at once (read
     `dst` only after synchronising); into pageable memory the driver waits for it."""
-    dst = _host_array(dst, "memcpy_dtoh_async destination")
+    dst = _writable(_host_array(dst, "memcpy_dtoh_async destination"), "memcpy_dtoh_async")
     _check_fits(src, dst.nbytes, "memcpy_dtoh_async")
+    handle = stream_handle(stream, "memcpy_dtoh_async: stream")
     drv, _ = ensure_context()
-    drv.cuMemcpyDtoHAsync(dst.ctypes.data, _ptr(src), dst.nbytes, _stream_handle(stream))
+    drv.cuMemcpyDtoHAsync(dst.ctypes.data, _ptr(src), dst.nbytes, handle)
 
 
 def memcpy_dtod_async(dst, src, nbytes: int, stream=None) -> None:
+    nbytes = c_integer(nbytes, c_size_t, "memcpy_dtod_async: nbytes")
     _check_fits(dst, nbytes, "memcpy_dtod_async destination")
     _check_fits(src, nbytes, "memcpy_dtod_async source")
+    handle = stream_handle(stream, "memcpy_dtod_async: stream")
     drv, _ = ensure_context()
-    drv.cuMemcpyDtoDAsync(_ptr(dst), _ptr(src), nbytes, _stream_handle(stream))
+    drv.cuMemcpyDtoDAsync(_ptr(dst), _ptr(src), nbytes, handle)
 
 
 def memset_d8(dst, value: int, count: int, stream=None) -> None:
     """Set `count` bytes to `value` (0-255), in stream order."""
+    value = integer(value, "memset_d8: value")
     if not 0 <= value <= 0xFF:
         raise ValueError(f"memset_d8: value {value} is not a byte")
+    count = c_integer(count, c_size_t, "memset_d8: count")
     _check_fits(dst, count, "memset_d8")
+    handle = stream_handle(stream, "memset_d8: stream")
     drv, _ = ensure_context()
     if stream is None:
         drv.cuMemsetD8(_ptr(dst), value, count)
     else:
-        drv.cuMemsetD8Async(_ptr(dst), value, count, stream.handle)
+        drv.cuMemsetD8Async(_ptr(dst), value, count, handle)
 
 
 def memset_d32(dst, value: int, count: int, stream=None) -> None:
     """Set `count` 32-bit words to `value` (a bit pattern: use np.float32(x).view(np.uint32)
     for a float), in stream order."""
-    value = int(value)
+    value = integer(value, "memset_d32: value")         # a float would be truncated, not its bits
     if not 0 <= value <= 0xFFFFFFFF:
         raise ValueError(f"memset_d32: value {value} is not a 32-bit pattern")
+    count = c_integer(count, c_size_t, "memset_d32: count")
     _check_fits(dst, 4 * count, "memset_d32")
+    handle = stream_handle(stream, "memset_d32: stream")
     drv, _ = ensure_context()
     if stream is None:
         drv.cuMemsetD32(_ptr(dst), value, count)
     else:
-        drv.cuMemsetD32Async(_ptr(dst), value, count, stream.handle)
+        drv.cuMemsetD32Async(_ptr(dst), value, count, handle)

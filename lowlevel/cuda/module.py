@@ -8,13 +8,16 @@ returns as soon as the launch is queued, not when the kernel is done.
 import ctypes
 import pathlib
 import weakref
+from ctypes import c_uint
 
+from .checked import c_integer, integer
 from .constants import CURESULT, JIT_OPTION
 from .enums import enum_value
-from .context import ContextResource, ensure_context
+from .context import ContextBound, ContextResource, ensure_context
 from .errors import CudaError
 from .kernel_args import PackedArgs, pack_value
 from .ptx_signature import kernel_params
+from .stream import stream_handle
 from .versions import ptx_isa_version
 
 LOG_SIZE = 64 * 1024
@@ -24,17 +27,44 @@ ELF_MAGIC = b"\x7fELF"
 
 
 def _dims(value, what: str) -> tuple[int, int, int]:
-    """An int or a 1-3 tuple of ints as (x, y, z)."""
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) for d in dims):
+    """An int or a 1-3 tuple of ints as (x, y, z), each one a C unsigned int (cuLaunchKernel's)."""
+    try:
+        dims = (value,) if hasattr(value, "__index__") else tuple(value)
+    except TypeError:
+        dims = ()
+    if not 1 <= len(dims) <= 3:
         raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    try:
+        dims = [integer(d, what) for d in dims]
+    except TypeError:
+        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}") from None
     if any(d < 1 for d in dims):
         raise ValueError(f"{what} must be >= 1 in every dimension, got {value!r}")
+    dims = [c_integer(d, c_uint, f"{what}.{axis}") for d, axis in zip(dims, "xyz")]
     return (*dims, 1, 1)[:3]
+
+
+def _text_name(name, what: str) -> bytes:
+    """A kernel or variable name as the C string the driver takes: a str with no NUL in it
+    (the driver would read it only up to the NUL, and find another name)."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what}: the name must be a str, got {type(name).__name__} {name!r}")
+    if "\0" in name:
+        raise ValueError(f"{what}: the name {name!r} contains a NUL character; a C string ends there")
+    return name.encode()
+
+
+def _image_bytes(data, what: str) -> bytes:
+    """A cubin or fatbin image as bytes (bytes(5) would be five zero bytes, not an image)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{what}: expected the image as bytes, got {type(data).__name__}")
+    return bytes(data)
 
 
 class Module(ContextResource):
     """A loaded module. Make one with from_ptx, from_cubin, from_fatbin or load."""
+
+    handle = ContextBound("_handle")       # refused once the context is reset
 
     def __init__(self, handle: int, kind: str, param_types: dict | None = None,
                  info_log: str = "", image_kind: str = "ptx-jit"):
@@ -55,18 +85,23 @@ class Module(ContextResource):
     @classmethod
     def from_ptx(cls, ptx: str | bytes, options: dict | None = None) -> "Module":
         """JIT-compile PTX text. `options`: JIT options by name, e.g. {"MAX_REGISTERS": 32}."""
-        text = ptx.decode() if isinstance(ptx, bytes) else ptx
+        if not isinstance(ptx, (str, bytes)):
+            raise TypeError(f"Module.from_ptx: expected PTX as str or bytes, got {type(ptx).__name__}")
+        text = (ptx.decode() if isinstance(ptx, bytes) else ptx).rstrip("\0")
+        if "\0" in text:
+            # The driver reads the PTX as a C string: it would load only what comes before.
+            raise ValueError(f"Module.from_ptx: the PTX has a NUL character at offset {text.index(chr(0))}")
         return cls._load(text.encode() + b"\0", "ptx", options, kernel_params(text))
 
     @classmethod
     def from_cubin(cls, data: bytes, options: dict | None = None) -> "Module":
         """Load SASS for this exact GPU (an ELF cubin)."""
-        return cls._load(bytes(data), "cubin", options, {})
+        return cls._load(_image_bytes(data, "Module.from_cubin"), "cubin", options, {})
 
     @classmethod
     def from_fatbin(cls, data: bytes, options: dict | None = None) -> "Module":
         """Load a fatbin: the driver picks the SASS for this GPU, or JITs the PTX inside."""
-        return cls._load(bytes(data), "fatbin", options, {})
+        return cls._load(_image_bytes(data, "Module.from_fatbin"), "fatbin", options, {})
 
     @classmethod
     def from_cuda(cls, source: str, options=(), name_expressions=(), name: str = "kernel.cu") -> "Module":
@@ -131,7 +166,8 @@ class Module(ContextResource):
             (JIT_OPTION["CU_JIT_LOG_VERBOSE"], 1),
         ]
         for name, value in (options or {}).items():
-            pairs.append((enum_value("JIT option", name), int(value)))
+            # The driver reads these option values as unsigned ints.
+            pairs.append((enum_value("JIT option", name), c_integer(value, c_uint, f"JIT option {name}")))
         keys = (ctypes.c_int * len(pairs))(*[k for k, _ in pairs])
         values = (ctypes.c_void_p * len(pairs))(*[v for _, v in pairs])
         handle = ctypes.c_void_p()
@@ -144,19 +180,22 @@ class Module(ContextResource):
     def get_function(self, name: str) -> "Function":
         """The kernel `name`, or the one a name expression given to from_cuda stands for
         (CUDA_ERROR_NOT_FOUND if the module has none)."""
+        _text_name(name, "get_function")           # a str with no NUL, before any lookup
+        self.check_context()
         f = self._functions.get(name)
         if f is None:
             symbol = self.lowered_names.get(name, name)
             h = ctypes.c_void_p()
-            self._drv.cuModuleGetFunction(ctypes.byref(h), self.handle, symbol.encode())
+            self._drv.cuModuleGetFunction(ctypes.byref(h), self.handle, _text_name(symbol, "get_function"))
             f = Function(self, symbol, h.value, self._param_types.get(symbol))
             self._functions[name] = f
         return f
 
     def get_global(self, name: str) -> tuple[int, int]:
         """(device address, size in bytes) of a module-scope variable."""
+        c_name = _text_name(name, "get_global")
         ptr, size = ctypes.c_uint64(), ctypes.c_size_t()
-        self._drv.cuModuleGetGlobal(ctypes.byref(ptr), ctypes.byref(size), self.handle, name.encode())
+        self._drv.cuModuleGetGlobal(ctypes.byref(ptr), ctypes.byref(size), self.handle, c_name)
         return ptr.value, size.value
 
     def unload(self) -> None:
@@ -185,13 +224,19 @@ class Function:
     def __init__(self, module: Module, name: str, handle: int, param_types: list[tuple[str, str]] | None):
         self.module = module            # keeps the module loaded while the kernel is in use
         self.name = name
-        self.handle = handle
+        self._handle = handle
         self._drv = module._drv
         self._param_types = param_types
         self._params = None
 
     def __repr__(self):
         return f"<Function {self.name}: {len(self.params)} parameters>"
+
+    @property
+    def handle(self) -> int:
+        """The CUfunction; ContextResetError once its module's context was reset."""
+        self.module.check_context()
+        return self._handle
 
     def attribute(self, name: str) -> int:
         """A CUfunction_attribute by name: "NUM_REGS" or "CU_FUNC_ATTRIBUTE_NUM_REGS"."""
@@ -250,13 +295,16 @@ class Function:
         """Queue the kernel on `stream` (default: the legacy default stream). Returns once
         the launch is queued; errors in the kernel itself surface at a later synchronising
         call, as on a GPU."""
-        gx, gy, gz = _dims(grid, "grid")
-        bx, by, bz = _dims(block, "block")
+        gx, gy, gz = _dims(grid, f"{self.name}: grid")
+        bx, by, bz = _dims(block, f"{self.name}: block")
+        shared_mem = integer(shared_mem, f"{self.name}: shared_mem")
         if shared_mem < 0:
-            raise ValueError(f"shared_mem must be >= 0, got {shared_mem}")
+            raise ValueError(f"{self.name}: shared_mem must be >= 0, got {shared_mem}")
+        shared_mem = c_integer(shared_mem, c_uint, f"{self.name}: shared_mem")
+        handle = stream_handle(stream, f"{self.name}: stream")
         packed = self.pack(args)
-        self._drv.cuLaunchKernel(self.handle, gx, gy, gz, bx, by, bz, shared_mem,
-                                 0 if stream is None else stream.handle, packed.kernel_params, None)
+        self._drv.cuLaunchKernel(self.handle, gx, gy, gz, bx, by, bz, shared_mem, handle,
+                                 packed.kernel_params, None)
 
 
 __all__ = ["Module", "Function", "CudaError"]

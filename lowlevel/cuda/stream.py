@@ -12,7 +12,7 @@ import threading
 import traceback
 
 from .bindings import CUhostFn
-from .context import ContextResource, set_in_host_callback
+from .context import ContextBound, ContextResource, set_in_host_callback
 from .driver import NOT_READY
 
 CU_STREAM_NON_BLOCKING = 0x1
@@ -27,6 +27,8 @@ _callback_ids = itertools.count(1)
 
 class Stream(ContextResource):
     """A CUDA stream. `Stream.legacy()` is the legacy default stream (handle 0)."""
+
+    handle = ContextBound("_handle")       # refused once the context is reset
 
     def __init__(self, non_blocking: bool = False, _handle: int | None = None):
         self._adopt()
@@ -43,8 +45,8 @@ class Stream(ContextResource):
         return cls(_handle=0)
 
     def __repr__(self):
-        kind = "legacy default" if self.handle == 0 else ("non-blocking" if self.non_blocking else "blocking")
-        return f"<Stream {kind} {self.handle or 0:#x}>"
+        kind = "legacy default" if self._handle == 0 else ("non-blocking" if self.non_blocking else "blocking")
+        return f"<Stream {kind} {self._handle or 0:#x}>"
 
     def synchronize(self) -> None:
         """Wait until all work queued on this stream has finished."""
@@ -61,6 +63,8 @@ class Stream(ContextResource):
 
     def wait(self, event: "Event") -> None:
         """Make later work on this stream wait for `event` (cuStreamWaitEvent); returns at once."""
+        if not isinstance(event, Event):
+            raise TypeError(f"Stream.wait: expected an Event, got {type(event).__name__}")
         self._drv.cuStreamWaitEvent(self.handle, event.handle, 0)
 
     def add_callback(self, fn) -> None:
@@ -103,6 +107,8 @@ class Stream(ContextResource):
 class Event(ContextResource):
     """A marker in a stream: `record` it, then `query`, `synchronize` or time with `elapsed_ms`."""
 
+    handle = ContextBound("_handle")       # refused once the context is reset
+
     def __init__(self, timing: bool = True, blocking_sync: bool = False):
         self._adopt()
         flags = (0 if timing else CU_EVENT_DISABLE_TIMING) | (CU_EVENT_BLOCKING_SYNC if blocking_sync else 0)
@@ -113,7 +119,7 @@ class Event(ContextResource):
 
     def record(self, stream: Stream | None = None) -> "Event":
         """Queue the marker on `stream` (default: the legacy default stream); returns at once."""
-        self._drv.cuEventRecord(self.handle, 0 if stream is None else stream.handle)
+        self._drv.cuEventRecord(self.handle, stream_handle(stream, "Event.record: stream"))
         return self
 
     def query(self) -> bool:
@@ -131,6 +137,8 @@ class Event(ContextResource):
 
     def elapsed_ms(self, end: "Event") -> float:
         """Milliseconds between this event and `end`, both recorded and complete."""
+        if not isinstance(end, Event):
+            raise TypeError(f"Event.elapsed_ms: expected an Event, got {type(end).__name__}")
         ms = ctypes.c_float()
         self._drv.cuEventElapsedTime(ctypes.byref(ms), self.handle, end.handle)
         return ms.value
@@ -140,6 +148,17 @@ class Event(ContextResource):
 
     def _release(self) -> None:
         self._drv.cuEventDestroy(self.handle)
+
+
+def stream_handle(stream, what: str = "stream") -> int:
+    """The CUstream of `stream` (a Stream, or None for the legacy default stream): a
+    TypeError naming `what` for anything else, ContextResetError for one from before a
+    reset."""
+    if stream is None:
+        return 0
+    if not isinstance(stream, Stream):
+        raise TypeError(f"{what} must be a Stream or None, got {type(stream).__name__} {stream!r}")
+    return stream.handle
 
 
 # ---- the current stream ---------------------------------------------------------------------
@@ -155,6 +174,7 @@ class stream:
     """`with lowlevel.cuda.stream(s):` runs this thread's ops on `s` inside the block."""
 
     def __init__(self, s: Stream | None):
+        stream_handle(s, "cuda.stream(s)")        # refuse a non-stream here, not at the first op
         self.s = s
 
     def __enter__(self):

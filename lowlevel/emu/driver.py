@@ -456,7 +456,11 @@ def cuMemAllocHost(host_out, nbytes):
     ctx = _ctx()
     if nbytes == 0:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "cannot allocate 0 bytes")
-    buf = (ctypes.c_char * nbytes)()
+    try:
+        buf = (ctypes.c_char * nbytes)()
+    except (MemoryError, OverflowError):
+        # The host cannot lock (here: hold) that much, as the driver reports it.
+        raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", f"cannot allocate {nbytes} bytes of page-locked host memory")
     ctx.pinned[ctypes.addressof(buf)] = buf
     _out(ctypes.c_void_p, host_out, ctypes.addressof(buf))
 
@@ -513,9 +517,13 @@ def _copy(stream_handle, dst, src, nbytes, kind: str, asynchronous: bool) -> Non
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL pointer in copy")
     if kind == "HtoD":
         if asynchronous and not ctx.is_pinned(src, nbytes):
-            staged = ctypes.create_string_buffer(ctypes.string_at(src, nbytes), nbytes)
-            src_address = ctypes.addressof(staged)
-            run = lambda: ctypes.memmove(mem.host_address(dst), src_address, len(staged))   # noqa: E731
+            # One copy by memmove (size_t sizes), not ctypes.string_at, whose size is a C int.
+            try:
+                staged = (ctypes.c_char * nbytes)()
+            except (MemoryError, OverflowError):
+                raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", f"cannot stage {nbytes} bytes of pageable host memory")
+            ctypes.memmove(staged, src, nbytes)
+            run = lambda: ctypes.memmove(mem.host_address(dst), staged, nbytes)   # noqa: E731
         else:
             run = lambda: ctypes.memmove(mem.host_address(dst), src, nbytes)   # noqa: E731
     elif kind == "DtoH":
