@@ -1,0 +1,175 @@
+"""Edge cases of the emulated GPU's PTX front end and engine: warp instructions with
+per-lane member masks, every rounding mode at infinities and overflow, instructions whose
+operands are all immediates, huge register declarations, broken fatbins, deeply nested
+immediates, non-UTF-8 PTX, and loads wider than their kernel parameter.
+
+References are independent: numpy over the lanes of each member mask, exact rationals
+(float_reference.py) for rounding, what ptxas accepts or refuses for the front end. Inputs
+are random where they can be (the seed is printed on failure), outputs poisoned.
+"""
+import numpy as np
+import pytest
+
+from conftest import poisoned
+from cuda_c import load_compiled, nvcc_ptx
+from engine_helpers import Buf, launch
+from lowlevel import cuda
+from lowlevel.emu.ptx_parser import load_ptx
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+HEADER90 = ".version 8.0\n.target sm_90\n.address_size 64\n"
+WARP = 32
+
+
+# --- 1. warp instructions honour each lane's member mask --------------------------------------
+
+GROUP_OPS = [  # (instruction, output register); %v value, %m member mask, %pp predicate
+    ("redux.sync.add.u32 %o0, %v, %m;", "add"), ("redux.sync.min.u32 %o1, %v, %m;", "umin"),
+    ("redux.sync.max.s32 %o2, %v, %m;", "smax"), ("redux.sync.and.b32 %o3, %v, %m;", "and"),
+    ("redux.sync.or.b32 %o4, %v, %m;", "or"), ("redux.sync.xor.b32 %o5, %v, %m;", "xor"),
+    ("match.any.sync.b32 %o6, %v, %m;", "match.any"),
+    ("match.all.sync.b32 %o7|%q1, %v, %m;\n  selp.u32 %o8, 1, 0, %q1;", "match.all"),
+    ("vote.sync.ballot.b32 %o9, %pp, %m;", "ballot"),
+    ("vote.sync.all.pred %q1, %pp, %m;\n  selp.u32 %o10, 1, 0, %q1;", "all"),
+    ("vote.sync.any.pred %q1, %pp, %m;\n  selp.u32 %o11, 1, 0, %q1;", "any"),
+    ("vote.sync.uni.pred %q1, %pp, %m;\n  selp.u32 %o12, 1, 0, %q1;", "uni"),
+    ("shfl.sync.idx.b32 %o13, %v, %src, 31, %m;", "shfl"),
+    ("bar.warp.sync %m;\n  activemask.b32 %o14;", "activemask"),
+]
+N_OUT = 15
+GROUP_KERNEL = HEADER90 + f"""
+.visible .entry w(.param .u64 pv, .param .u64 pm, .param .u64 pf, .param .u64 pout)
+{{
+  .reg .pred %q<3>, %pp;
+  .reg .b32 %t<6>, %v, %m, %f, %src, %o<{N_OUT}>;
+  .reg .b64 %rd<4>;
+  mov.u32 %t0, %tid.x;
+  mov.u32 %t1, %ctaid.x;
+  mov.u32 %t2, %ntid.x;
+  mad.lo.u32 %t3, %t1, %t2, %t0;
+  mul.wide.u32 %rd1, %t3, 4;
+  ld.param.u64 %rd2, [pv];
+  add.s64 %rd2, %rd2, %rd1;
+  ld.global.u32 %v, [%rd2];
+  ld.param.u64 %rd2, [pm];
+  add.s64 %rd2, %rd2, %rd1;
+  ld.global.u32 %m, [%rd2];
+  ld.param.u64 %rd2, [pf];
+  add.s64 %rd2, %rd2, %rd1;
+  ld.global.u32 %f, [%rd2];
+  and.b32 %t4, %f, 1;
+  setp.ne.u32 %q2, %t4, 0;
+  @%q2 ret;                              // these lanes exit (they may still be named)
+  and.b32 %t4, %f, 2;
+  setp.ne.u32 %pp, %t4, 0;
+  shr.u32 %src, %f, 8;
+  {chr(10).join("  " + ins for ins, _ in GROUP_OPS)}
+  mul.wide.u32 %rd1, %t3, {4 * N_OUT};
+  ld.param.u64 %rd3, [pout];
+  add.s64 %rd3, %rd3, %rd1;
+  {chr(10).join(f"  st.global.u32 [%rd3+{4 * i}], %o{i};" for i in range(N_OUT))}
+  ret;
+}}
+"""
+
+
+def group_reference(vals, masks, flags, block, lane_t):
+    """What each output of GROUP_KERNEL is for thread lane_t (global index), by the PTX
+    ISA: over the non-exited lanes of its own member mask."""
+    tid = lane_t % block
+    base = lane_t - tid % WARP                                   # lane 0 of the warp
+    warp = [base + j for j in range(WARP) if tid - tid % WARP + j < block]
+    live = [t for t in warp if not flags[t] & 1]
+    members = [t for t in live if masks[lane_t] >> (t - base) & 1]
+    v = [int(vals[t]) for t in members]
+    s32 = [x - (1 << 32) if x >> 31 else x for x in v]
+    same = [t for t in members if vals[t] == vals[lane_t]]
+    pred = [t for t in members if flags[t] & 2]
+    src = base + (int(flags[lane_t]) >> 8 & 31)
+    def bits(ts):
+        return sum(1 << (t - base) for t in ts)
+
+    out = [sum(v) & 0xFFFFFFFF, min(v), max(s32) & 0xFFFFFFFF, np.bitwise_and.reduce(v),
+           np.bitwise_or.reduce(v), np.bitwise_xor.reduce(v), bits(same),
+           bits(members) if len(same) == len(members) else 0, int(len(same) == len(members)),
+           bits(pred), int(len(pred) == len(members)), int(bool(pred)),
+           int(len(pred) in (0, len(members))),
+           # a source lane outside the mask (or exited) is undefined: the emulator gives
+           # the reading lane's own value
+           int(vals[src]) if src in members else int(vals[lane_t]), bits(live)]
+    return [int(x) for x in out]
+
+
+@pytest.mark.parametrize("block", [64, 80])
+def test_warp_instructions_with_a_member_mask_per_group_of_lanes(mem, rng, block):
+    """Lanes of a warp split into groups, each running the warp instructions with its own
+    member mask (CUB's logical warps do this): each lane gets the result over its group."""
+    grid = 2
+    n = grid * block
+    vals = rng.integers(0, 8, n).astype(np.uint32) * np.uint32(0x2492_4925)   # some repeat
+    flags = (rng.random(n) < 0.2).astype(np.uint32) | ((rng.random(n) < 0.5) * 2).astype(np.uint32)
+    flags |= (rng.integers(0, WARP, n).astype(np.uint32) << 8)
+    masks = np.zeros(n, np.uint32)
+    for cta in range(grid):
+        for w0 in range(0, block, WARP):
+            group = rng.integers(0, rng.integers(1, 5), WARP)         # padding lanes too
+            for j in range(min(WARP, block - w0)):
+                masks[cta * block + w0 + j] = sum(1 << k for k in range(WARP) if group[k] == group[j])
+    out = Buf(mem, n=(n, N_OUT), dtype=np.uint32)
+    bufs = [Buf(mem, vals), Buf(mem, masks), Buf(mem, flags)]
+    try:
+        launch(load_ptx(GROUP_KERNEL), "w", grid, block, *bufs, out, mem=mem)
+        got = out.read()
+    finally:
+        for b in bufs + [out]:
+            b.free()
+    for t in range(n):
+        if flags[t] & 1:
+            assert (got[t] == 0xDEADBEEF).all()                      # exited: nothing stored
+            continue
+        want = group_reference(vals, masks, flags, block, t)
+        for i, (_, name) in enumerate(GROUP_OPS):
+            assert got[t, i] == want[i], (name, t, hex(int(masks[t])), hex(int(got[t, i])), hex(want[i]))
+        assert got[t, 7:9].tolist() == want[7:9], ("match.all", t)
+
+
+CUB_WARP_REDUCE = """
+#include <cub/warp/warp_reduce.cuh>
+template <int W, class T, class Op>
+__device__ void reduce_into(const T* x, T* out, Op op) {
+    using WR = cub::WarpReduce<T, W>;
+    __shared__ typename WR::TempStorage tmp[32 / W];
+    int t = threadIdx.x;
+    out[t] = WR(tmp[(t % 32) / W]).Reduce(x[t], op);
+}
+extern "C" __global__ void max16(const int* x, int* out) { reduce_into<16>(x, out, cuda::maximum<>{}); }
+extern "C" __global__ void min8(const unsigned* x, unsigned* out) { reduce_into<8>(x, out, cuda::minimum<>{}); }
+extern "C" __global__ void sum4(const int* x, int* out) { reduce_into<4>(x, out, cuda::std::plus<>{}); }
+extern "C" __global__ void xor16(const unsigned* x, unsigned* out) { reduce_into<16>(x, out, cuda::std::bit_xor<>{}); }
+"""
+
+
+def test_cub_logical_warp_reduce(driver, rng):
+    """CUB's WarpReduce<T, 16/8/4> on sm_80 is redux.sync (or shfl) with the member mask
+    of its logical warp, 0xFFFF << (lane & 16) and so on: each logical warp reduces alone."""
+    ptx = nvcc_ptx(CUB_WARP_REDUCE, arch="sm_80")
+    assert "redux.sync.max.s32" in ptx
+    mod = load_compiled(ptx)
+    n = 64
+    cases = {"max16": (np.int32, 16, np.max, False), "min8": (np.uint32, 8, np.min, False),
+             "sum4": (np.int32, 4, lambda a, axis: a.sum(axis, dtype=np.int32), False),
+             "xor16": (np.uint32, 16, np.bitwise_xor.reduce, True)}
+    for name, (dt, width, ref, lane0_only) in cases.items():
+        x = rng.integers(-2 ** 31 if dt is np.int32 else 0, 2 ** 31, n).astype(dt)
+        dx, dout = cuda.mem_alloc(x.nbytes), cuda.mem_alloc(x.nbytes)
+        cuda.memcpy_htod(dx, x)
+        cuda.memcpy_htod(dout, poisoned(n, dt))
+        mod.get_function(name).launch(1, n, (dx, dout))
+        got = np.empty_like(x)
+        cuda.memcpy_dtoh(got, dout)
+        want = np.repeat(ref(x.reshape(-1, width), axis=1), width)
+        keep = np.arange(n) % width == 0 if lane0_only else np.ones(n, bool)   # CUB: lane 0 only
+        np.testing.assert_array_equal(got[keep], want[keep], err_msg=name)
+        dx.free()
+        dout.free()
