@@ -272,7 +272,8 @@ def fma_f64(a, b, c, mode="rn"):
     rationals instead.
     """
     scalar_in = not any(isinstance(v, np.ndarray) for v in (a, b, c))
-    a, b, c = np.broadcast_arrays(np.asarray(a, F64), np.asarray(b, F64), np.asarray(c, F64))
+    # at least 1-d: immediates are numpy scalars, and np.nonzero refuses 0-d arrays
+    a, b, c = np.broadcast_arrays(*(np.atleast_1d(np.asarray(v, F64)) for v in (a, b, c)))
     with np.errstate(all="ignore"):
         p, ep = two_prod(a, b)
         s, es = two_sum(p, c)
@@ -298,7 +299,7 @@ def fma_f64(a, b, c, mode="rn"):
         for i in zip(*np.nonzero(hard)):
             out[i] = _fma_exact(float(a[i]), float(b[i]), float(c[i]), mode)
     out = out.astype(F64)
-    return out[()] if scalar_in else out
+    return out[0] if scalar_in else out
 
 
 def _fma_exact(a, b, c, mode):

@@ -324,3 +324,90 @@ def test_conversion_rounding_at_infinities_and_overflow(mem, rng, dst, src, mode
         expected = [fr.convert(f, mode, fr.Fmt(src).decode(b)) for b in bits]
     got = run_elementwise(mem, f"cvt.{mode}.{dst}.{src} %d, %a0;", [src], dst, [bits])
     check_against(f, got, expected, [bits], f"cvt.{mode}.{dst}.{src}")
+
+
+# --- 3. instructions whose operands are all immediates ---------------------------------------
+
+def _imm(t, bits):
+    """A PTX immediate of float type t with these raw bits (or an integer literal)."""
+    return {"f64": f"0d{bits:016X}", "f32": f"0f{bits:08X}"}.get(t, str(bits))
+
+
+def _finite_bits(f, rng):
+    while True:
+        b = int(rng.integers(0, 1 << f.bits, dtype=np.uint64))
+        if not isinstance(f.decode(b), (str, tuple)):
+            return b
+
+
+def immediate_cases(rng):
+    """(instruction with %d destination and immediate operands, type of %d, expected
+    bits): float results from exact rationals, integer ones from Python integers."""
+    cases = []
+    for t in ("f64", "f32"):
+        f = fr.Fmt(t)
+        for mode in ("rn", "rz", "rm", "rp"):
+            a, b, c = (_finite_bits(f, rng) for _ in range(3))
+            x, y, z = (f.decode(v) for v in (a, b, c))
+            ia, ib, ic = (_imm(t, v) for v in (a, b, c))
+            cases += [(f"fma.{mode}.{t} %d, {ia}, {ib}, {ic};", t, fr.fma(f, mode, x, y, z)),
+                      (f"mad.{mode}.{t} %d, {ia}, {ib}, {ic};", t, fr.fma(f, mode, x, y, z)),
+                      (f"add.{mode}.{t} %d, {ia}, {ib};", t, fr.add(f, mode, x, y)),
+                      (f"mul.{mode}.{t} %d, {ia}, {ib};", t, fr.mul(f, mode, x, y)),
+                      (f"div.{mode}.{t} %d, {ia}, {ib};", t, fr.div(f, mode, x, y)),
+                      (f"sqrt.{mode}.{t} %d, {_imm(t, a & ~(1 << (f.bits - 1)))};", t,
+                       fr.sqrt(f, mode, abs(x))),
+                      (f"rcp.{mode}.{t} %d, {ib};", t, fr.div(f, mode, fr.Fraction(1), y))]
+            if t == "f64":
+                cases.append((f"cvt.{mode}.f32.f64 %d, {ia};", "f32", fr.convert(fr.Fmt("f32"), mode, x)))
+    u, v, w = (int(x) for x in rng.integers(0, 1 << 32, 3, dtype=np.uint64))
+    big, big2 = (int(x) for x in rng.integers(0, 1 << 63, 2, dtype=np.uint64))
+    s = u - (1 << 32) if u >> 31 else u
+    m32 = 0xFFFFFFFF
+    cases += [(f"mul.hi.u64 %d, {big}, {big2};", "u64", (big * big2) >> 64),
+              (f"mul.wide.u32 %d, {u}, {v};", "u64", u * v),
+              (f"mad.lo.u32 %d, {u}, {v}, {w};", "u32", (u * v + w) & m32),
+              (f"div.s32 %d, {s}, 7;", "s32", int(s / 7) & m32),
+              (f"rem.s32 %d, {s}, 7;", "s32", (s - 7 * int(s / 7)) & m32),
+              (f"popc.b32 %d, {u};", "u32", bin(u).count("1")),
+              (f"brev.b32 %d, {u};", "u32", int(f"{u:032b}"[::-1], 2)),
+              (f"bfe.u32 %d, {u}, 5, 9;", "u32", (u >> 5) & 0x1FF),
+              (f"lop3.b32 %d, {u}, {v}, {w}, 0x96;", "u32", u ^ v ^ w),
+              (f"shf.l.wrap.b32 %d, {u}, {v}, 8;", "u32", ((v << 8) | (u >> 24)) & m32),
+              (f"sad.u32 %d, {u}, {v}, 1;", "u32", (abs(u - v) + 1) & m32),
+              (f"add.sat.s32 %d, 2147483647, {u & 0xFFFF};", "s32", 2147483647),
+              ("redux.sync.add.u32 %d, 5, 0xffffffff;", "u32", 5 * WARP),
+              ("vote.sync.ballot.b32 %d, 1, 0xffffffff;", "u32", 0xFFFFFFFF),
+              (f"shfl.sync.bfly.b32 %d, {u}, 3, 31, 0xffffffff;", "u32", u),
+              (f"match.any.sync.b32 %d, {u}, 0xffffffff;", "u32", 0xFFFFFFFF)]
+    return cases
+
+
+def test_instructions_whose_operands_are_all_immediates(mem, rng):
+    """A uniform immediate reaches numpy as a scalar, not an array: every instruction must
+    take it (fma.rz.f64 with three immediates raised CUDA_ERROR_UNKNOWN)."""
+    out = Buf(mem, n=WARP, dtype=np.uint64, poison=np.uint8(0xA5))
+    wrong = []
+    for instr, t, want in immediate_cases(rng):
+        reg = REG.get(t, t)
+        mod = load_ptx(HEADER90 + f""".visible .entry k(.param .u64 o)
+{{
+  .reg .{reg} %d;
+  .reg .b32 %t;
+  .reg .b64 %rd<3>;
+  {instr}
+  ld.param.u64 %rd1, [o];
+  mov.u32 %t, %tid.x;
+  mul.wide.u32 %rd2, %t, 8;
+  add.s64 %rd1, %rd1, %rd2;
+  st.global.{LDST[t]} [%rd1], %d;
+  ret;
+}}""")
+        launch(mod, "k", 1, WARP, out, mem=mem)
+        got = out.read() & np.uint64((1 << WIDTH[t]) - 1)
+        f = fr.Fmt(t) if t in fr.FORMATS else None
+        ok = (got == want).all() if want != fr.NAN else all(f.decode(int(g)) == fr.NAN for g in got)
+        if not ok:
+            wrong.append(f"{instr} gave {int(got[0]):#x}, expected {want if want == fr.NAN else hex(want)}")
+    out.free()
+    assert not wrong, "; ".join(wrong)
