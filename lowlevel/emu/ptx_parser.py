@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass, field
 
 from .faults import PtxError
+from .registers import Registers
 
 # --- types --------------------------------------------------------------------------
 
@@ -164,7 +165,7 @@ class Kernel:
     params: list[Param]
     param_size: int
     is_entry: bool
-    registers: dict[str, str]      # register name -> PTX type
+    registers: Registers           # register name -> PTX type (ranges kept whole)
     body: list                     # Instruction and Label (str) items in order
     variables: list[Variable] = field(default_factory=list)
     maxntid: tuple | None = None
@@ -182,9 +183,9 @@ class Kernel:
         # Honest estimate: declared registers in 32-bit units (predicates live in their
         # own register file on real hardware), capped at the architectural 255.
         words = 0
-        for t in self.registers.values():
+        for t, count in self.registers.count_by_type().items():
             if t != "pred":
-                words += max(1, TYPES[t][0] // 4)
+                words += max(1, TYPES[t][0] // 4) * count
         return min(255, max(words, 1))
 
     @property
@@ -272,6 +273,27 @@ class Tok:
     text: str
     line: int
     pos: int
+
+
+_MAX_SHADOWING_RANGE = 1 << 16
+
+
+class _Scope(dict):
+    """The registers declared in one { } scope: name -> storage name (a range's storage is
+    its own names), and `decl`, every declaration of the scope for overlap checks."""
+
+    def __init__(self):
+        super().__init__()
+        self.decl = Registers()
+
+    def store(self, name: str):
+        s = self.get(name)
+        if s is None and name in self.decl:
+            s = name
+        return s
+
+    def overlaps(self, prefix: str, count: int) -> bool:
+        return self.decl.overlaps(prefix, count)
 
 
 def _rename_registers(ins: Instruction, renames: dict) -> None:
@@ -578,7 +600,7 @@ class _Parser:
         name_tok = self.expect_kind("ident", "function name")
         name = name_tok.text
         params = self.param_list() if self.at("(") else []
-        k = Kernel(name, name_tok.line, params, 0, is_entry, {}, [])
+        k = Kernel(name, name_tok.line, params, 0, is_entry, Registers(), [])
         k.return_params = ret_params     # meaningful only to `call` (not supported yet)
         offset = 0
         for p in params:
@@ -670,7 +692,7 @@ class _Parser:
         # Nested { } blocks are register scopes (NVRTC's __syncthreads_count declares its
         # own %p1 inside one): a .reg that shadows a register of an enclosing scope gets
         # storage of its own, `%p1$2`, and the instructions of its block use that name.
-        scopes: list[dict] = [{}]
+        scopes: list[_Scope] = [_Scope()]
         renames: dict = {}
         while True:
             t = self.tok
@@ -679,7 +701,7 @@ class _Parser:
             if t.text == "{":
                 self.next()
                 depth += 1
-                scopes.append({})
+                scopes.append(_Scope())
             elif t.text == "}":
                 self.next()
                 depth -= 1
@@ -735,26 +757,39 @@ class _Parser:
             raise PtxError(line, ".reg without a type")
         while True:
             name = self.expect_kind("ident", "register name").text
+            names = [name]
             if self.accept("<"):
                 n = self.int_literal("register count")
                 self.expect(">")
+                outer = scopes[:-1] if scopes else []
+                if not any(sc.overlaps(name, n) for sc in outer):
+                    # a range costs nothing until used (its storage is its own names)
+                    k.registers.declare_range(name, n, rtype, line)
+                    if scopes:
+                        scopes[-1].decl.declare_range(name, n, rtype, line)
+                    if not self.accept(","):
+                        break
+                    continue
+                if n > _MAX_SHADOWING_RANGE:
+                    raise PtxError(line, f"{name}<{n}> shadows registers of an enclosing "
+                                         f"scope; the emulator supports that for ranges of "
+                                         f"at most {_MAX_SHADOWING_RANGE} registers")
                 names = [f"{name}{j}" for j in range(n)]
-            else:
-                names = [name]
             for nm in names:
                 store = nm
-                if scopes and len(scopes) > 1 and any(nm in sc for sc in scopes[:-1]):
-                    store = f"{nm}${len(k.registers)}"
+                if scopes and len(scopes) > 1 and any(sc.store(nm) for sc in scopes[:-1]):
+                    store = f"{nm}${len(k.registers.named)}"
                     while store in k.registers:
                         store += "$"
                 elif scopes:
-                    store = next((sc[nm] for sc in reversed(scopes) if nm in sc), nm)
+                    store = next((sc.store(nm) for sc in reversed(scopes) if sc.store(nm)), nm)
                 old = k.registers.get(store)
                 if old is not None and old != rtype:
                     raise PtxError(line, f"register {nm} redeclared as .{rtype} (was .{old})")
                 k.registers[store] = rtype
                 if scopes:
                     scopes[-1][nm] = store
+                    scopes[-1].decl[nm] = rtype
                 declared[nm] = store
             if not self.accept(","):
                 break

@@ -411,3 +411,61 @@ def test_instructions_whose_operands_are_all_immediates(mem, rng):
             wrong.append(f"{instr} gave {int(got[0]):#x}, expected {want if want == fr.NAN else hex(want)}")
     out.free()
     assert not wrong, "; ".join(wrong)
+
+
+# --- 4. huge register declarations --------------------------------------------------------------
+
+def huge_registers_ptx(count):
+    return HEADER90 + f""".visible .entry k(.param .u64 out, .param .u64 x)
+{{
+  .reg .b64 %rd<{count}>;
+  .reg .b32 %r<3>;
+  ld.param.u64 %rd1, [out];
+  ld.param.u64 %rd{count - 1}, [x];
+  {{                                     // a nested scope shadowing %r1
+    .reg .b32 %r1;
+    mov.u32 %r1, 7;
+  }}
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd2, %r1, 8;
+  add.s64 %rd1, %rd1, %rd2;
+  add.s64 %rd{count // 2}, %rd{count - 1}, %rd2;
+  st.global.u64 [%rd1], %rd{count // 2};
+  ret;
+}}
+"""
+
+
+def test_a_huge_register_range_costs_nothing_until_used(driver, rng):
+    """ptxas accepts `.reg .b64 %rd<100000000>;` (any count below 2^32): it must load at
+    once, in little memory (it got the process killed), and run."""
+    import time
+    import tracemalloc
+    x = int(rng.integers(0, 1 << 40))
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        mod = cuda.Module.from_ptx(huge_registers_ptx(100_000_000))
+        f = mod.get_function("k")
+        elapsed = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    if driver.kind == "emu":
+        assert elapsed < 5 and peak < 64 << 20, (elapsed, peak)
+    out = cuda.mem_alloc(8 * 64)
+    cuda.memcpy_htod(out, poisoned(64, np.uint64))
+    f.launch(1, 64, (out, x))
+    got = np.empty(64, np.uint64)
+    cuda.memcpy_dtoh(got, out)
+    np.testing.assert_array_equal(got, x + 8 * np.arange(64, dtype=np.uint64))
+    out.free()
+
+
+def test_a_register_count_of_2_to_the_32_is_refused_as_ptxas_does(driver):
+    """ptxas: 'Constant overflow' for %rd<4294967296>; the driver's JIT refuses it."""
+    with pytest.raises(cuda.CudaError) as info:
+        cuda.Module.from_ptx(huge_registers_ptx(1 << 32))
+    assert info.value.name == "CUDA_ERROR_INVALID_PTX"
+    if driver.kind == "emu":
+        assert "line 6" in str(info.value) and "%rd<4294967296>" in str(info.value)
