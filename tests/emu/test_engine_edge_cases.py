@@ -8,6 +8,7 @@ References are independent: numpy over the lanes of each member mask, exact rati
 are random where they can be (the seed is printed on failure), outputs poisoned.
 """
 import itertools
+import struct
 
 import numpy as np
 import pytest
@@ -469,3 +470,89 @@ def test_a_register_count_of_2_to_the_32_is_refused_as_ptxas_does(driver):
     assert info.value.name == "CUDA_ERROR_INVALID_PTX"
     if driver.kind == "emu":
         assert "line 6" in str(info.value) and "%rd<4294967296>" in str(info.value)
+
+
+# --- 5. broken fatbins ----------------------------------------------------------------------------
+
+FATBIN_MAGIC = 0xBA55ED50
+SMALL_PTX = HEADER90 + ".visible .entry k()\n{\n  ret;\n}\n"
+
+
+def fatbin(*entries) -> bytes:
+    """A fatbin as nvcc lays it out: header, then (kind, arch, payload, flags, raw size)
+    entries with 72-byte headers."""
+    body = b""
+    for kind, arch, payload, flags, raw in entries:
+        head = bytearray(72)
+        struct.pack_into("<HHIQ", head, 0, kind, 0x101, 72, len(payload))
+        struct.pack_into("<I", head, 28, arch)
+        struct.pack_into("<Q", head, 40, flags)
+        struct.pack_into("<Q", head, 64, raw)
+        body += bytes(head) + payload
+    return struct.pack("<IHHQ", FATBIN_MAGIC, 1, 16, len(body)) + body
+
+
+def good_fatbin() -> bytes:
+    ptx = SMALL_PTX.encode() + b"\0"
+    return fatbin((2, 90, b"\x7fELF" + bytes(60), 0, 0), (1, 80, ptx, 0, 0))
+
+
+def load_refused(data: bytes) -> str:
+    with pytest.raises(cuda.CudaError) as info:
+        cuda.Module.from_fatbin(data)
+    return info.value.name
+
+
+def test_a_fatbin_magic_followed_by_garbage_is_an_invalid_image(driver, rng):
+    for n in (0, 4, 12, 60, 500):
+        garbage = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        assert load_refused(struct.pack("<I", FATBIN_MAGIC) + garbage) == "CUDA_ERROR_INVALID_IMAGE"
+    cuda.Module.from_fatbin(good_fatbin()).get_function("k")          # the reference loads
+
+
+def test_fatbin_reader_fuzz(driver, rng):
+    """Truncated fatbins, entry sizes and header sizes (the offset of each payload) that do
+    not add up, and flipped bytes: an error naming the image (or the PTX, or the GPU),
+    never CUDA_ERROR_UNKNOWN; the reader never reads past what the header claims."""
+    import lowlevel.emu.images as images
+    emu_codes = {"CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_INVALID_PTX", "CUDA_ERROR_NO_BINARY_FOR_GPU"}
+    good = good_fatbin()
+    cases = []
+    second = 16 + 72 + 64                             # the PTX entry's header
+    for cut in sorted(set(rng.integers(16, len(good), 12).tolist()) | {16, 17, 16 + 71, second, len(good) - 1}):
+        short = bytearray(good[:cut])                 # the header tells the truth: entries cut
+        struct.pack_into("<Q", short, 8, cut - 16)
+        # cut between entries: a valid fatbin without PTX (no image for the emulated GPU)
+        whole = {"CUDA_ERROR_NO_BINARY_FOR_GPU"} if cut in (16, second) else {"CUDA_ERROR_INVALID_IMAGE"}
+        cases.append((f"truncated at {cut}", bytes(short), whole))
+    for at, fmt, value in [(16 + 8, "<Q", 1 << 40), (16 + 8, "<Q", 65), (second + 8, "<Q", 10 ** 6),
+                           (16 + 4, "<I", 0), (16 + 4, "<I", 8), (second + 4, "<I", 1 << 20),
+                           (second + 4, "<I", 70), (8, "<Q", 1 << 60), (4, "<H", 2), (6, "<H", 64)]:
+        bad = bytearray(good)
+        struct.pack_into(fmt, bad, at, value)
+        cases.append((f"{fmt} {value} at {at}", bytes(bad), {"CUDA_ERROR_INVALID_IMAGE"}))
+    for _ in range(40):                               # flipped bytes after the fatbin header
+        bad = bytearray(good)
+        for i in rng.integers(16, len(good), int(rng.integers(1, 4))):
+            bad[i] ^= int(rng.integers(1, 256))
+        cases.append(("flipped", bytes(bad), emu_codes))
+    for what, data, codes in cases:
+        if len(data) >= 16 and struct.unpack_from("<Q", data, 8)[0] + 16 > len(data):
+            with pytest.raises(images.ImageError) as info:          # only as bytes: a
+                images.ptx_from_fatbin(data, 90)                  # driver reads past them
+            assert info.value.code_name == "CUDA_ERROR_INVALID_IMAGE", what
+            continue
+        try:
+            cuda.Module.from_fatbin(data)
+        except cuda.CudaError as e:
+            assert e.name in codes, (what, e.name, str(e))
+
+
+def test_a_zstd_entry_that_does_not_decompress_is_an_invalid_image(driver):
+    zstandard = pytest.importorskip("zstandard")
+    ptx = SMALL_PTX.encode() + b"\0"
+    packed = zstandard.ZstdCompressor().compress(ptx)
+    ok = fatbin((1, 80, packed, 0x8000, len(ptx)))
+    cuda.Module.from_fatbin(ok).get_function("k")
+    broken = fatbin((1, 80, packed[:len(packed) // 2] + bytes(8), 0x8000, len(ptx)))
+    assert load_refused(broken) == "CUDA_ERROR_INVALID_IMAGE"
