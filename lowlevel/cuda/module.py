@@ -50,8 +50,10 @@ class Module(ContextResource):
     @classmethod
     def from_ptx(cls, ptx: str | bytes, options: dict | None = None) -> "Module":
         """JIT-compile PTX text. `options`: JIT options by name, e.g. {"MAX_REGISTERS": 32}."""
-        text = ptx.decode() if isinstance(ptx, bytes) else ptx
-        return cls._load(text.encode() + b"\0", "ptx", options, kernel_params(text))
+        # bytes go to the driver as they are: ptxas takes any bytes (UTF-8 or not) in comments
+        image = bytes(ptx) if isinstance(ptx, bytes) else ptx.encode()
+        text = ptx.decode(errors="replace") if isinstance(ptx, bytes) else ptx
+        return cls._load(image + b"\0", "ptx", options, kernel_params(text))
 
     @classmethod
     def from_cubin(cls, data: bytes, options: dict | None = None) -> "Module":

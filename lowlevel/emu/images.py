@@ -142,8 +142,8 @@ def ptx_from_fatbin(data: bytes, device_arch: int | None = None) -> str:
                          f"the fatbin's PTX is for {archs}, all newer than this device "
                          f"(sm_{device_arch}); no kernel image can run on it")
     usable.sort(key=lambda e: e["arch"], reverse=True)
-    # invalid UTF-8 is kept as lone surrogates: the PTX parser refuses it outside comments
-    texts = [_decompress(e).rstrip(b"\0").decode("utf-8", "surrogateescape") for e in usable]
+    # invalid UTF-8 becomes U+FFFD: fine in a comment, refused elsewhere by the PTX parser
+    texts = [_decompress(e).rstrip(b"\0").decode("utf-8", "replace") for e in usable]
     if device_arch is not None:
         from .device import target_refusal
         for text in texts:          # an arch-specific sm_90a entry suits sm_90 alone

@@ -276,6 +276,8 @@ class Tok:
 
 
 _MAX_SHADOWING_RANGE = 1 << 16
+_MAX_OPERAND_NESTING = 8           # call argument lists and vectors nest one or two deep
+_MAX_INITIALIZER_NESTING = 64      # one level per array dimension
 
 
 class _Scope(dict):
@@ -352,6 +354,7 @@ def _strip_comments(src: str) -> str:
 
 def tokenize(src: str) -> list[Tok]:
     src = _strip_comments(src)
+    _refuse_non_ascii(src)
     toks = []
     pos, line = 0, 1
     n = len(src)
@@ -368,6 +371,18 @@ def tokenize(src: str) -> list[Tok]:
         pos = m.end()
     toks.append(Tok("eof", "", line, n))
     return toks
+
+
+def _refuse_non_ascii(src: str) -> None:
+    """ptxas takes any bytes inside comments (invalid UTF-8 too) and refuses anything but
+    ASCII elsewhere, string literals included ("Unexpected non-ASCII character"). `src`
+    has its comments blanked; bytes that were not UTF-8 arrive as U+FFFD or as lone
+    surrogates, both non-ASCII."""
+    if src.isascii():
+        return
+    pos = next(i for i, c in enumerate(src) if ord(c) > 127)
+    raise PtxError(src.count("\n", 0, pos) + 1,
+                   f"unexpected non-ASCII character {src[pos]!r} (outside comments PTX is ASCII)")
 
 
 # --- parser -------------------------------------------------------------------------
@@ -575,13 +590,16 @@ class _Parser:
         var.extern = unsized and init is None
         return var
 
-    def initializer(self, line: int, name: str) -> list:
+    def initializer(self, line: int, name: str, depth: int = 0) -> list:
         """The flattened scalar values of `= 1`, `= {1, 2}`, `= {{1, 2}, {3, 4}}`."""
         values = []
+        if self.at("{") and depth >= _MAX_INITIALIZER_NESTING:
+            raise PtxError(self.tok.line, f"initializer of {name!r} nested more than "
+                                          f"{_MAX_INITIALIZER_NESTING} deep in {{ }}")
         if self.accept("{"):
             if not self.at("}"):
                 while True:
-                    values += self.initializer(line, name)
+                    values += self.initializer(line, name, depth + 1)
                     if not self.accept(","):
                         break
             self.expect("}", f"to close the initializer of {name!r}")
@@ -832,15 +850,21 @@ class _Parser:
         ins.syntax_error = syntax_error
         return ins
 
-    def operand(self):
+    def operand(self, depth: int = 0):
         t = self.tok
+        if t.text in ("(", "{") and depth >= _MAX_OPERAND_NESTING:
+            # ptxas takes constant expressions nested thousands deep; the emulator takes
+            # no constant expressions at all, and must not recurse without bound
+            raise PtxError(t.line, f"operand nested more than {_MAX_OPERAND_NESTING} deep in "
+                                   f"( ) or {{ }} (constant expressions are not supported by "
+                                   f"the emulator)")
         if t.text == "[":
             return self.address()
         if t.text == "(":                 # a `call` return/argument list: (a, b)
             self.next()
             elems = []
             while not self.accept(")"):
-                elems.append(self.operand())
+                elems.append(self.operand(depth + 1))
                 if not self.at(")"):
                     self.expect(",", "in argument list")
             return ArgList(elems)
@@ -853,7 +877,7 @@ class _Parser:
                     self.next()
                     elems.append(None)
                 else:
-                    elems.append(self.operand())
+                    elems.append(self.operand(depth + 1))
                 if self.accept("}"):
                     return Vec(elems)
                 self.expect(",", "in vector operand")

@@ -7,6 +7,7 @@ References are independent: numpy over the lanes of each member mask, exact rati
 (float_reference.py) for rounding, what ptxas accepts or refuses for the front end. Inputs
 are random where they can be (the seed is printed on failure), outputs poisoned.
 """
+import ctypes
 import itertools
 import struct
 
@@ -556,3 +557,105 @@ def test_a_zstd_entry_that_does_not_decompress_is_an_invalid_image(driver):
     cuda.Module.from_fatbin(ok).get_function("k")
     broken = fatbin((1, 80, packed[:len(packed) // 2] + bytes(8), 0x8000, len(ptx)))
     assert load_refused(broken) == "CUDA_ERROR_INVALID_IMAGE"
+
+
+# --- 6. the PTX front end: nested parentheses, bytes that are not UTF-8, wide ld.param ---------
+
+STORE_R1 = HEADER90 + """.visible .entry k(.param .u64 out)
+{{
+  .reg .u32 %r1;
+  .reg .u64 %rd1;
+  ld.param.u64 %rd1, [out];   // {comment}
+  {code}
+  st.global.u32 [%rd1], %r1;
+  ret;
+}}
+"""
+
+
+def run_store_r1(ptx) -> int:
+    f = cuda.Module.from_ptx(ptx).get_function("k")
+    out = cuda.mem_alloc(4)
+    cuda.memcpy_htod(out, poisoned(1, np.uint32))
+    f.launch(1, 1, (out,))
+    got = np.empty(1, np.uint32)
+    cuda.memcpy_dtoh(got, out)
+    out.free()
+    return int(got[0])
+
+
+def test_an_immediate_in_thousands_of_parentheses_is_invalid_ptx_naming_the_line(driver):
+    """ptxas folds `((((1))))` however deep; the emulator takes no constant expressions
+    (it recursed until RecursionError, CUDA_ERROR_UNKNOWN): refused by line."""
+    depth = 5000
+    ptx = STORE_R1.format(comment="", code=f"mov.u32 %r1, {'(' * depth}1{')' * depth};")
+    if driver.kind != "emu":
+        assert run_store_r1(ptx) == 1
+        return
+    with pytest.raises(cuda.CudaError) as info:
+        cuda.Module.from_ptx(ptx)
+    assert info.value.name == "CUDA_ERROR_INVALID_PTX"
+    assert "line 9" in info.value.log and "nested" in info.value.log
+
+
+def test_bytes_that_are_not_utf8_load_inside_comments_only(driver, rng):
+    """ptxas takes any bytes in a comment and refuses non-ASCII anywhere else (a string
+    literal too): 'Unexpected non-ASCII character'."""
+    v = int(rng.integers(0, 1 << 31))
+    code = f"mov.u32 %r1, {v};"
+    ptx = STORE_R1.format(comment="COMMENT", code=code).encode()
+    comment = ptx.replace(b"COMMENT", b"caf\xe9 \xc3\x28 \xff")
+    block = comment.replace(b"//", b"/* \x80\x80 */ //")
+    assert run_store_r1(comment) == v and run_store_r1(block) == v
+    for bad, line in ((comment.replace(b"%r1, ", b"%r1, \xe9"), 9),
+                      (comment.replace(b".address_size 64", b'.address_size 64\n.file 1 "caf\xe9.cu"'), 4),
+                      (comment.replace(b"ret;", "ret; é".encode()), 11)):
+        with pytest.raises(cuda.CudaError) as info:
+            cuda.Module.from_ptx(bad)
+        assert info.value.name == "CUDA_ERROR_INVALID_PTX"
+        if driver.kind == "emu":
+            assert f"line {line}" in info.value.log and "non-ASCII" in info.value.log
+
+
+WIDE_PARAM_PTX = HEADER90 + """.visible .entry k(.param .u64 out, .param .u16 a, .param .u32 b, .param .u16 c)
+{
+  .reg .b16 %h1;
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  ld.param.u64 %rd2, [a];              // a, two bytes of padding, b
+  st.global.u64 [%rd1], %rd2;
+  ld.param.v2.u32 {%r1, %r2}, [a];
+  st.global.v2.u32 [%rd1+8], {%r1, %r2};
+  ld.param.u16 %h1, [b+2];             // the high half of b
+  cvt.u32.u16 %r3, %h1;
+  st.global.u32 [%rd1+16], %r3;
+  ld.param.u64 %rd3, [c];              // c, then past the end of the parameters
+  st.global.u64 [%rd1+24], %rd3;
+  ret;
+}
+"""
+
+
+def test_ld_param_wider_than_its_parameter_reads_the_bytes_that_follow(driver, rng):
+    """ptxas takes ld.param.u64 from a .u16 parameter ('potential out of bound access',
+    an info): the load reads the parameter buffer as it is, padding and the next
+    parameter included."""
+    f = cuda.Module.from_ptx(WIDE_PARAM_PTX).get_function("k")
+    out = cuda.mem_alloc(32)
+    cuda.memcpy_htod(out, poisoned(4, np.uint64))
+    raw = bytearray(rng.integers(0, 256, 18, dtype=np.uint8).tobytes())   # padding random too
+    struct.pack_into("<Q", raw, 0, out.ptr)
+    buf = ctypes.create_string_buffer(bytes(raw), len(raw))
+    size = ctypes.c_size_t(len(raw))
+    extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(size), 0)
+    driver.cuLaunchKernel(f.handle, 1, 1, 1, 1, 1, 1, 0, 0, None, extra)
+    got = np.empty(4, np.uint64)
+    cuda.memcpy_dtoh(got, out)
+    out.free()
+    word = int.from_bytes(raw[8:16], "little")
+    assert int(got[0]) == word and int(got[1]) == word
+    assert int(got[2]) & 0xFFFFFFFF == int.from_bytes(raw[14:16], "little")
+    assert int(got[3]) & 0xFFFF == int.from_bytes(raw[16:18], "little")
+    if driver.kind == "emu":                 # past the buffer: undefined, 0xFF here
+        assert int(got[3]) >> 16 == (1 << 48) - 1
