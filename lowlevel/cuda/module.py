@@ -87,11 +87,13 @@ class Module(ContextResource):
         """JIT-compile PTX text. `options`: JIT options by name, e.g. {"MAX_REGISTERS": 32}."""
         if not isinstance(ptx, (str, bytes)):
             raise TypeError(f"Module.from_ptx: expected PTX as str or bytes, got {type(ptx).__name__}")
-        text = (ptx.decode() if isinstance(ptx, bytes) else ptx).rstrip("\0")
-        if "\0" in text:
+        # bytes go to the driver as they are: ptxas takes any bytes (UTF-8 or not) in comments
+        image = (bytes(ptx) if isinstance(ptx, bytes) else ptx.encode()).rstrip(b"\0")
+        if b"\0" in image:
             # The driver reads the PTX as a C string: it would load only what comes before.
-            raise ValueError(f"Module.from_ptx: the PTX has a NUL character at offset {text.index(chr(0))}")
-        return cls._load(text.encode() + b"\0", "ptx", options, kernel_params(text))
+            raise ValueError(f"Module.from_ptx: the PTX has a NUL character at offset {image.index(0)}")
+        text = image.decode(errors="replace")
+        return cls._load(image + b"\0", "ptx", options, kernel_params(text))
 
     @classmethod
     def from_cubin(cls, data: bytes, options: dict | None = None) -> "Module":

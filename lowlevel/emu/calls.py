@@ -98,10 +98,36 @@ def _call_parts(ins: Instruction):
     return [x.name for x in rets], target.name, [x.name for x in args]
 
 
+def _used_names(body) -> set:
+    """Every register or bare name the instructions of `body` mention."""
+    names: set = set()
+
+    def visit(o):
+        if isinstance(o, (Reg, Sym)):
+            names.add(o.name)
+        elif isinstance(o, Addr) and o.base is not None:
+            visit(o.base)
+        elif isinstance(o, (Vec, ArgList)):
+            for e in o.elems:
+                if e is not None:
+                    visit(e)
+        elif isinstance(o, PredPair):
+            visit(o.p)
+            if o.q is not None:
+                visit(o.q)
+    for ins in body:
+        if isinstance(ins, Instruction):
+            for o in ins.operands:
+                visit(o)
+            if ins.guard is not None:
+                visit(ins.guard)
+    return names
+
+
 def _bare_registers(k) -> None:
     """Registers declared without '%' (`.reg .pred __$temp3;`) parse as names: make the
     operands that name a declared register Reg operands."""
-    bare = {r: r for r in k.registers if not r.startswith("%")}
+    bare = {r: r for r in _used_names(k.body) if not r.startswith("%") and r in k.registers}
     if not bare:
         return
     ren = _Renamer(bare, {}, {})
@@ -162,9 +188,11 @@ def _expand(k, body, mod, stack, counter) -> list:
         counter[0] += 1
         sfx = f"@{counter[0]}"
         regs = {}
-        for r, t in f.registers.items():
-            regs[r] = r + sfx
-            k.registers[r + sfx] = t
+        for r in _used_names(f.body):              # only these need storage in k
+            t = f.registers.get(r)
+            if t is not None:
+                regs[r] = r + sfx
+                k.registers[r + sfx] = t
         labels = {it: it + sfx for it in f.body if isinstance(it, str)}
         syms = {p.name: a for p, a in zip(f.params, args)}
         syms.update({p.name: r for p, r in zip(ret_params, rets)})

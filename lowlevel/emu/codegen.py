@@ -128,8 +128,12 @@ class _BlockGen:
     def slot(self, ins: Instruction, reg: Reg) -> int:
         s = self.ck.slots.get(reg.name)
         if s is None:
-            if reg.name.split(".")[0] in ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid",
-                                          "%warpid") and reg.name in SPECIALS:
+            rtype = self.ck.kernel.registers.get(reg.name)
+            if rtype is not None:       # storage for a declared register on its first use
+                s = self.ck.slots[reg.name] = len(self.ck.slot_dtypes)
+                self.ck.slot_dtypes.append(np.bool_ if rtype == "pred" else STORAGE[TYPES[rtype][0]])
+            elif reg.name.split(".")[0] in ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid",
+                                            "%warpid") and reg.name in SPECIALS:
                 s = self.ck.specials.get(reg.name)
                 if s is None:
                     s = len(self.ck.slot_dtypes)
@@ -920,14 +924,10 @@ def _runtime_namespace() -> dict:
 
 def compile_kernel(k: Kernel) -> CompiledKernel:
     """Decode a kernel into executable basic blocks (once per module load)."""
-    slots = {name: i for i, name in enumerate(k.registers)}
-    dtypes = [np.bool_ if t == "pred" else STORAGE[TYPES[t][0]] for t in k.registers.values()]
-    for name, t in k.registers.items():
-        if t in _HALF_TYPES:
-            pass        # .f16 registers hold raw bits; instructions on them are refused
-        if t == "b128":
-            raise PtxError(k.line, f"register {name}: .b128 registers are not supported yet")
-    ck = CompiledKernel(k, split_blocks(k), slots, dtypes, {})
+    if "b128" in k.registers.types():
+        raise PtxError(k.line, f"{k.name}: .b128 registers are not supported yet")
+    # Slots (storage) are given to registers on first use: declared ranges cost nothing.
+    ck = CompiledKernel(k, split_blocks(k), {}, [], {})
     labels = {lab: b.index for b in ck.blocks for lab in b.labels}
     exit_pc = len(ck.blocks)
     ck.layout = kernel_layout(k)

@@ -366,10 +366,16 @@ class _Launch(SpacesMixin):
 
     # -- the context the generated code calls --------------------------------------------
     def param(self, offset: int, dtype):
+        """The parameter buffer's bytes at `offset` as one `dtype` value. Past the end of
+        the buffer (an ld.param wider than the last parameter) the bytes are undefined on
+        a GPU: 0xFF here, as fresh memory reads."""
         key = (offset, dtype)
         v = self._param_cache.get(key)
         if v is None:
-            v = self._param_cache[key] = np.frombuffer(self.params, dtype, 1, offset)[0]
+            size = np.dtype(dtype).itemsize
+            raw = bytes(self.params[offset:offset + size])
+            raw += b"\xff" * (size - len(raw))
+            v = self._param_cache[key] = np.frombuffer(raw, dtype, 1)[0]
         return v
 
     def _active_with(self, guard):

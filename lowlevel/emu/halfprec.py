@@ -185,13 +185,24 @@ def halves(x):
 
 def cvt_to_half(x, kind, mode, ftz, sat, relu, src_kind):
     """Any numeric source (numpy view) to f16/bf16 bits."""
+    e = None
     if src_kind == "f16" or src_kind == "bf16":
         v = to_f64(x, src_kind)
     else:
-        v = np.asarray(x).astype(F64)                  # integers and f32: exact; f64 as is
+        v, e = _exact_f64(np.asarray(x))
         if ftz and np.asarray(x).dtype == F32:
             v = np.where(np.abs(v) < 2.0 ** -126, np.copysign(0.0, v), v)
-    return _back(from_f64(v, kind, mode, None, False, sat, relu), [x])
+    return _back(from_f64(v, kind, mode, e, False, sat, relu), [x])
+
+
+def _exact_f64(x):
+    """(v, e): float64 v plus residual e (None when v is exact) equal to x. 32-bit integers,
+    f32 and f64 are exact in f64; a 64-bit integer is split into its high and low 32 bits
+    (each exact) and summed with the exact error, so that it is rounded only once."""
+    if x.dtype.kind not in "iu" or x.dtype.itemsize < 8:
+        return x.astype(F64), None
+    low = x & x.dtype.type(0xFFFFFFFF)
+    return numerics.two_sum((x - low).astype(F64), low.astype(F64))
 
 
 def cvt_pair(a, b, kind, mode, relu, sat):

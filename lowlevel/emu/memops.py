@@ -173,8 +173,15 @@ def emit_ld(g, ins: Instruction) -> None:
         if p is None:
             raise PtxError(ins.line, f"unknown parameter {addr.base.name}: {ins.text}")
         off = p.offset + addr.offset
-        if addr.offset < 0 or addr.offset + size * vec > p.size:
-            raise PtxError(ins.line, f"ld.param reads past parameter {p.name}: {ins.text}")
+        # A load wider than its parameter, or at an offset from it, is no error for ptxas
+        # ("potential out of bound access", an info): it reads whatever follows in the
+        # parameter buffer, padding and later parameters (C.param: 0xFF past its end).
+        if off < 0:
+            raise unsupported(ins, "ld.param before the first parameter (the driver's own "
+                                   "constants on a GPU)")
+        if off % (size * vec):
+            raise unsupported(ins, f"ld.param at parameter offset {off}, not a multiple of "
+                                   f"its {size * vec}-byte access size")
         for i, e in enumerate(dests):
             g.write(ins, e, f"C.param({off + i * size}, {cg._view_name(raw_t)})", raw_t, guard)
         return

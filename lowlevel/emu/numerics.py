@@ -148,7 +148,9 @@ def two_prod(a, b):
 
 
 def directed(s, e, mode):
-    """Round the exact value s + e (s = its round-to-nearest, same dtype) in `mode`."""
+    """Round the exact value s + e (s = its round-to-nearest, same dtype) in `mode`. An
+    infinite s stays: an infinite operand gives infinity in every mode, and an overflow
+    of finite operands is round_overflow's."""
     if mode == "rn":
         return s
     with np.errstate(invalid="ignore"):
@@ -161,7 +163,28 @@ def directed(s, e, mode):
         else:
             step = e > 0
             target = np.inf
+        step = step & np.isfinite(s)
     return scalar(select(step, np.nextafter(s, s.dtype.type(target)), s))
+
+
+def round_overflow(r, finite, mode):
+    """r rounded to nearest; where it overflowed to infinity from a finite exact value
+    (`finite`), a directed mode gives infinity only rounding away from zero (rp for a
+    positive, rm for a negative value) and the largest finite value otherwise."""
+    if mode == "rn":
+        return r
+    keep = (r > 0) if mode == "rp" else (r < 0) if mode == "rm" else False
+    big = np.finfo(r.dtype).max
+    return scalar(select(np.isinf(r) & finite & ~keep, np.copysign(big, r), r))
+
+
+def exact_zero_sign(r, x, y, exact_zero, mode):
+    """The sum x + y is exactly zero where `exact_zero`: IEEE 754 gives -0 under rm unless
+    both addends are +0 (numpy's round-to-nearest sum is right in the other modes)."""
+    if mode != "rm":
+        return r
+    both_plus = (x == 0) & ~np.signbit(x) & (y == 0) & ~np.signbit(y)
+    return scalar(select(exact_zero & ~both_plus, r.dtype.type(-0.0), r))
 
 
 def round_f64_to_f32(x, mode, e=None):
@@ -205,17 +228,20 @@ def f32_op_directed(op, a, b, mode):
     if op == "sub":
         b64 = -b64
     s, e = two_sum(a64, b64)
+    with np.errstate(invalid="ignore"):
+        s = exact_zero_sign(s, a64, b64, (s == 0) & (e == 0), mode)
     return round_f64_to_f32(s, mode, e)
 
 
 def f64_op_directed(op, a, b, mode):
-    if op == "mul":
-        p, e = two_prod(a, b)
-        return directed(p, e, mode)
+    if op == "mul":                     # a*b + 0 with the zero that keeps a*b's sign
+        return fma_f64(a, b, F64(0.0 if mode == "rm" else -0.0), mode)
     if op == "sub":
         b = -b
-    s, e = two_sum(a, b)
-    return directed(s, e, mode)
+    with np.errstate(all="ignore"):
+        s, e = two_sum(a, b)
+        r = exact_zero_sign(directed(s, e, mode), a, b, (s == 0) & (e == 0), mode)
+        return round_overflow(r, np.isfinite(a) & np.isfinite(b), mode)
 
 
 def fma_f32(a, b, c, mode="rn"):
@@ -225,8 +251,10 @@ def fma_f32(a, b, c, mode="rn"):
     exact error term, and the final rounding to float32 uses both (round-to-odd for rn).
     """
     p = a.astype(F64) * b.astype(F64)
-    s, e = two_sum(p, c.astype(F64))
+    c64 = c.astype(F64)
+    s, e = two_sum(p, c64)
     with np.errstate(invalid="ignore"):
+        s = exact_zero_sign(s, p, c64, (s == 0) & (e == 0), mode)
         e = scalar(select(np.isfinite(e), e, F64(0)))
     return round_f64_to_f32(s, mode, e)
 
@@ -240,10 +268,12 @@ def fma_f64(a, b, c, mode="rn"):
 
     Fast path: error-free transforms give a*b+c = s + t exactly up to a small residual;
     where the candidate could be wrongly rounded (near a tie), or the transforms could
-    over/underflow, the element is recomputed exactly with rationals.
+    over/underflow, or an operand is not finite, the element is computed exactly with
+    rationals instead.
     """
     scalar_in = not any(isinstance(v, np.ndarray) for v in (a, b, c))
-    a, b, c = np.broadcast_arrays(np.asarray(a, F64), np.asarray(b, F64), np.asarray(c, F64))
+    # at least 1-d: immediates are numpy scalars, and np.nonzero refuses 0-d arrays
+    a, b, c = np.broadcast_arrays(*(np.atleast_1d(np.asarray(v, F64)) for v in (a, b, c)))
     with np.errstate(all="ignore"):
         p, ep = two_prod(a, b)
         s, es = two_sum(p, c)
@@ -254,42 +284,54 @@ def fma_f64(a, b, c, mode="rn"):
         if mode == "rn":
             safe = np.abs(resid) < ulp * 0.25
         else:
+            r = exact_zero_sign(r, p, c, (r == 0) & (resid == 0), mode)
             r = directed(r, resid, mode)
             safe = (np.abs(resid) < ulp * 0.25) & (er == 0) | (resid == 0)
             safe = np.asarray(safe)
         fine_range = (np.abs(a) < _HUGE) & (np.abs(b) < _HUGE) & (np.abs(c) < _HUGE) \
-            & ((np.abs(p) > _TINY) | (p == 0)) & ((np.abs(c) > _TINY) | (c == 0)) \
-            & np.isfinite(r)
-        zero_product = (a == 0) | (b == 0)
-        out = np.where(zero_product, a * b + c, r)
+            & (np.abs(p) > _TINY) & ((np.abs(c) > _TINY) | (c == 0)) & np.isfinite(r)
+        zero_product = ((a == 0) | (b == 0)) & np.isfinite(a) & np.isfinite(b)
+        zero = a * b                          # exact: a signed zero
+        out = np.where(zero_product, exact_zero_sign(zero + c, zero, c, c == 0, mode), r)
         hard = ~zero_product & ~(safe & fine_range)
     if hard.any():
         out = np.array(out, copy=True)
         for i in zip(*np.nonzero(hard)):
             out[i] = _fma_exact(float(a[i]), float(b[i]), float(c[i]), mode)
     out = out.astype(F64)
-    return out[()] if scalar_in else out
+    return out[0] if scalar_in else out
 
 
 def _fma_exact(a, b, c, mode):
+    """a*b + c for one element: IEEE rules for infinities and NaN, exact rationals for the
+    rest (a finite product never overflows here, unlike a*b in float64)."""
     import math
-    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
-        with np.errstate(all="ignore"):
-            return F64(a) * F64(b) + F64(c)
+    if math.isnan(a) or math.isnan(b) or math.isnan(c):
+        return F64(np.nan)
+    if math.isinf(a) or math.isinf(b):
+        if a == 0 or b == 0:
+            return F64(np.nan)                # inf * 0
+        p = math.copysign(math.inf, a) * math.copysign(1.0, b)
+        return F64(np.nan) if math.isinf(c) and c != p else F64(p)
+    if math.isinf(c):
+        return F64(c)
     exact = Fraction(a) * Fraction(b) + Fraction(c)
-    if exact == 0:
-        with np.errstate(all="ignore"):
-            return F64(a) * F64(b) + F64(c)    # the IEEE sign of an exact zero sum
+    if exact == 0:                            # cancellation (a zero product is the fast path's)
+        return F64(-0.0 if mode == "rm" else 0.0)
+    return round_fraction_f64(exact, mode)
+
+
+def round_fraction_f64(exact, mode):
+    """A nonzero rational rounded to float64 in `mode`."""
     try:
         r = float(exact)                      # correctly rounded (CPython int division)
-    except OverflowError:
-        r = math.inf if exact > 0 else -math.inf
-    if mode != "rn":
-        rf = Fraction(r) if math.isfinite(r) else None
-        if rf is None or rf != exact:
-            e = 0.0 if rf is None else float(exact - rf) or (1e-300 if exact > rf else -1e-300)
-            return directed(F64(r), F64(e), mode)
-    return F64(r)
+    except OverflowError:                     # rounds (to nearest) beyond the largest double
+        r = np.inf if exact > 0 else -np.inf
+        return round_overflow(F64(r), True, mode)
+    rf = Fraction(r)
+    if mode == "rn" or rf == exact:
+        return F64(r)
+    return directed(F64(r), F64(1.0 if exact > rf else -1.0), mode)
 
 
 def flush_f32(x):
@@ -432,10 +474,11 @@ def div_directed(x, y, mode):
         else:
             q = x / y
             e = _residual_sign_f64(x, np.broadcast_to(y, q.shape), q, "div")
-            overflow = np.isinf(q) & np.isfinite(x) & np.isfinite(y) & (y != 0)
-            e = np.where(overflow, -np.sign(q), e)      # the exact quotient is finite
-        e = np.where(np.isnan(e), 0.0, e)
-        out = np.asarray(directed(q, e.astype(q.dtype), mode))
+        # only the sign of the residual matters: as q's dtype it could underflow to zero
+        e = np.sign(np.where(np.isnan(e), 0.0, e)).astype(q.dtype)
+        out = np.asarray(directed(q, e, mode))
+        out = round_overflow(out, np.isfinite(x) & np.isfinite(y) & (y != 0), mode)
+    out = np.asarray(out)
     return out.reshape(-1)[0] if scalar_in else out
 
 
@@ -452,7 +495,7 @@ def sqrt_directed(x, mode):
             q = np.sqrt(x)
             e = _residual_sign_f64(x, None, q, "sqrt")
         e = np.where(np.isnan(e) | np.isinf(q) | (q == 0), 0.0, e)
-        out = np.asarray(directed(q, e.astype(q.dtype), mode))
+        out = np.asarray(directed(q, np.sign(e).astype(q.dtype), mode))
     return out.reshape(-1)[0] if scalar_in else out
 
 

@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass, field
 
 from .faults import PtxError
+from .registers import Registers
 
 # --- types --------------------------------------------------------------------------
 
@@ -164,7 +165,7 @@ class Kernel:
     params: list[Param]
     param_size: int
     is_entry: bool
-    registers: dict[str, str]      # register name -> PTX type
+    registers: Registers           # register name -> PTX type (ranges kept whole)
     body: list                     # Instruction and Label (str) items in order
     variables: list[Variable] = field(default_factory=list)
     maxntid: tuple | None = None
@@ -182,9 +183,9 @@ class Kernel:
         # Honest estimate: declared registers in 32-bit units (predicates live in their
         # own register file on real hardware), capped at the architectural 255.
         words = 0
-        for t in self.registers.values():
+        for t, count in self.registers.count_by_type().items():
             if t != "pred":
-                words += max(1, TYPES[t][0] // 4)
+                words += max(1, TYPES[t][0] // 4) * count
         return min(255, max(words, 1))
 
     @property
@@ -274,6 +275,29 @@ class Tok:
     pos: int
 
 
+_MAX_SHADOWING_RANGE = 1 << 16
+_MAX_OPERAND_NESTING = 8           # call argument lists and vectors nest one or two deep
+_MAX_INITIALIZER_NESTING = 64      # one level per array dimension
+
+
+class _Scope(dict):
+    """The registers declared in one { } scope: name -> storage name (a range's storage is
+    its own names), and `decl`, every declaration of the scope for overlap checks."""
+
+    def __init__(self):
+        super().__init__()
+        self.decl = Registers()
+
+    def store(self, name: str):
+        s = self.get(name)
+        if s is None and name in self.decl:
+            s = name
+        return s
+
+    def overlaps(self, prefix: str, count: int) -> bool:
+        return self.decl.overlaps(prefix, count)
+
+
 def _rename_registers(ins: Instruction, renames: dict) -> None:
     """Point the register operands of `ins` at the storage `renames` gives their names."""
     def op(o):
@@ -330,6 +354,7 @@ def _strip_comments(src: str) -> str:
 
 def tokenize(src: str) -> list[Tok]:
     src = _strip_comments(src)
+    _refuse_non_ascii(src)
     toks = []
     pos, line = 0, 1
     n = len(src)
@@ -346,6 +371,18 @@ def tokenize(src: str) -> list[Tok]:
         pos = m.end()
     toks.append(Tok("eof", "", line, n))
     return toks
+
+
+def _refuse_non_ascii(src: str) -> None:
+    """ptxas takes any bytes inside comments (invalid UTF-8 too) and refuses anything but
+    ASCII elsewhere, string literals included ("Unexpected non-ASCII character"). `src`
+    has its comments blanked; bytes that were not UTF-8 arrive as U+FFFD or as lone
+    surrogates, both non-ASCII."""
+    if src.isascii():
+        return
+    pos = next(i for i, c in enumerate(src) if ord(c) > 127)
+    raise PtxError(src.count("\n", 0, pos) + 1,
+                   f"unexpected non-ASCII character {src[pos]!r} (outside comments PTX is ASCII)")
 
 
 # --- parser -------------------------------------------------------------------------
@@ -553,13 +590,16 @@ class _Parser:
         var.extern = unsized and init is None
         return var
 
-    def initializer(self, line: int, name: str) -> list:
+    def initializer(self, line: int, name: str, depth: int = 0) -> list:
         """The flattened scalar values of `= 1`, `= {1, 2}`, `= {{1, 2}, {3, 4}}`."""
         values = []
+        if self.at("{") and depth >= _MAX_INITIALIZER_NESTING:
+            raise PtxError(self.tok.line, f"initializer of {name!r} nested more than "
+                                          f"{_MAX_INITIALIZER_NESTING} deep in {{ }}")
         if self.accept("{"):
             if not self.at("}"):
                 while True:
-                    values += self.initializer(line, name)
+                    values += self.initializer(line, name, depth + 1)
                     if not self.accept(","):
                         break
             self.expect("}", f"to close the initializer of {name!r}")
@@ -578,7 +618,7 @@ class _Parser:
         name_tok = self.expect_kind("ident", "function name")
         name = name_tok.text
         params = self.param_list() if self.at("(") else []
-        k = Kernel(name, name_tok.line, params, 0, is_entry, {}, [])
+        k = Kernel(name, name_tok.line, params, 0, is_entry, Registers(), [])
         k.return_params = ret_params     # meaningful only to `call` (not supported yet)
         offset = 0
         for p in params:
@@ -670,7 +710,7 @@ class _Parser:
         # Nested { } blocks are register scopes (NVRTC's __syncthreads_count declares its
         # own %p1 inside one): a .reg that shadows a register of an enclosing scope gets
         # storage of its own, `%p1$2`, and the instructions of its block use that name.
-        scopes: list[dict] = [{}]
+        scopes: list[_Scope] = [_Scope()]
         renames: dict = {}
         while True:
             t = self.tok
@@ -679,7 +719,7 @@ class _Parser:
             if t.text == "{":
                 self.next()
                 depth += 1
-                scopes.append({})
+                scopes.append(_Scope())
             elif t.text == "}":
                 self.next()
                 depth -= 1
@@ -735,26 +775,39 @@ class _Parser:
             raise PtxError(line, ".reg without a type")
         while True:
             name = self.expect_kind("ident", "register name").text
+            names = [name]
             if self.accept("<"):
                 n = self.int_literal("register count")
                 self.expect(">")
+                outer = scopes[:-1] if scopes else []
+                if not any(sc.overlaps(name, n) for sc in outer):
+                    # a range costs nothing until used (its storage is its own names)
+                    k.registers.declare_range(name, n, rtype, line)
+                    if scopes:
+                        scopes[-1].decl.declare_range(name, n, rtype, line)
+                    if not self.accept(","):
+                        break
+                    continue
+                if n > _MAX_SHADOWING_RANGE:
+                    raise PtxError(line, f"{name}<{n}> shadows registers of an enclosing "
+                                         f"scope; the emulator supports that for ranges of "
+                                         f"at most {_MAX_SHADOWING_RANGE} registers")
                 names = [f"{name}{j}" for j in range(n)]
-            else:
-                names = [name]
             for nm in names:
                 store = nm
-                if scopes and len(scopes) > 1 and any(nm in sc for sc in scopes[:-1]):
-                    store = f"{nm}${len(k.registers)}"
+                if scopes and len(scopes) > 1 and any(sc.store(nm) for sc in scopes[:-1]):
+                    store = f"{nm}${len(k.registers.named)}"
                     while store in k.registers:
                         store += "$"
                 elif scopes:
-                    store = next((sc[nm] for sc in reversed(scopes) if nm in sc), nm)
+                    store = next((sc.store(nm) for sc in reversed(scopes) if sc.store(nm)), nm)
                 old = k.registers.get(store)
                 if old is not None and old != rtype:
                     raise PtxError(line, f"register {nm} redeclared as .{rtype} (was .{old})")
                 k.registers[store] = rtype
                 if scopes:
                     scopes[-1][nm] = store
+                    scopes[-1].decl[nm] = rtype
                 declared[nm] = store
             if not self.accept(","):
                 break
@@ -797,15 +850,21 @@ class _Parser:
         ins.syntax_error = syntax_error
         return ins
 
-    def operand(self):
+    def operand(self, depth: int = 0):
         t = self.tok
+        if t.text in ("(", "{") and depth >= _MAX_OPERAND_NESTING:
+            # ptxas takes constant expressions nested thousands deep; the emulator takes
+            # no constant expressions at all, and must not recurse without bound
+            raise PtxError(t.line, f"operand nested more than {_MAX_OPERAND_NESTING} deep in "
+                                   f"( ) or {{ }} (constant expressions are not supported by "
+                                   f"the emulator)")
         if t.text == "[":
             return self.address()
         if t.text == "(":                 # a `call` return/argument list: (a, b)
             self.next()
             elems = []
             while not self.accept(")"):
-                elems.append(self.operand())
+                elems.append(self.operand(depth + 1))
                 if not self.at(")"):
                     self.expect(",", "in argument list")
             return ArgList(elems)
@@ -818,7 +877,7 @@ class _Parser:
                     self.next()
                     elems.append(None)
                 else:
-                    elems.append(self.operand())
+                    elems.append(self.operand(depth + 1))
                 if self.accept("}"):
                     return Vec(elems)
                 self.expect(",", "in vector operand")

@@ -16,10 +16,14 @@ otherwise the launch fails with CUDA_ERROR_LAUNCH_FAILED naming kernel, block, w
 PTX line, mask and the missing lanes (on a GPU: undefined, garbage or a hang). The
 converged path with the full mask and no guard costs nothing.
 
+Each lane's own member mask decides what it sees (PTX ISA): redux and vote reduce over the
+non-exited lanes of it, match compares within it, and lanes of one warp may run the same
+instruction at once as separate groups, each with its own mask (CUB's logical warps).
+
 A guard predicate removes a lane as if it were inactive. A shuffle whose source lane is
-not active reads an undefined value on hardware; here it reads the register's value in
-that lane where the block has it (converged: every lane; divergent: the gathered lanes)
-and otherwise the reading lane's own value: deterministic, never a crash.
+not active, predicated off, or not in the reading lane's member mask reads an undefined
+value on hardware (PTX ISA); here it reads the reading lane's own value: deterministic,
+never a crash, and never the source's value that a buggy kernel could come to rely on.
 
 Special registers: %lanemask_* (from %laneid), %clock/%clock64 (a nanosecond timer times
 the emulated 1.98 GHz clock; strictly increasing), %globaltimer (ns), %smid (CTA index
@@ -200,8 +204,17 @@ def _full(x, n, dtype):
 
 # --- runtime helpers ---------------------------------------------------------------------
 
+def _in_mask(mask, lane):
+    """Whether `lane` (an array of lane numbers 0..31) is named in `mask` (a number, or an
+    array of per-lane masks of the same length)."""
+    m = np.asarray(mask).astype(U32, copy=False)
+    return ((m >> np.asarray(lane).astype(U32)) & U32(1)) != 0
+
+
 def shfl(C, mode, a, b, c, mask, guard, iid):
-    """shfl.sync: (value, in-range predicate) per current lane (ISA pseudo-code)."""
+    """shfl.sync: (value, in-range predicate) per current lane (ISA pseudo-code). A source
+    lane that is inactive, predicated off or not in the reading lane's member mask gives an
+    undefined value (PTX ISA): here the reading lane's own value."""
     check_members(C, "shfl.sync", mask, guard, iid)
     n = C.n
     uniform_bc = not isinstance(b, np.ndarray) and not isinstance(c, np.ndarray)
@@ -227,20 +240,29 @@ def shfl(C, mode, a, b, c, mask, guard, iid):
         j = min_lane | (bval & ~segmask)
         pval = j <= max_lane
     j = np.where(pval, j, lane)
+    every_source_defined = (C.lanes is None and C.active is None and guard is None
+                            and not isinstance(mask, np.ndarray) and bool(_in_mask(mask, j).all()))
     if C.lanes is None and uniform_bc:
         pred = np.tile(pval, n // WARP)
         if not isinstance(a, np.ndarray):
             return a, pred
-        return a.reshape(-1, WARP)[:, j].reshape(-1), pred
-    if not isinstance(a, np.ndarray):
+        if every_source_defined:
+            return a.reshape(-1, WARP)[:, j].reshape(-1), pred
+        j = np.tile(j, n // WARP)
+        lane = np.tile(lane, n // WARP)
+        pval = pred
+    elif not isinstance(a, np.ndarray):
         return a, np.broadcast_to(pval, (n,)).copy()
+    j = np.broadcast_to(j, (n,))
+    src = _current_lanes(C) - lane + j                  # batch lane of each source
+    on = _to_batch(C, _participating(C, guard), False, bool)
+    defined = on[src] & _in_mask(mask, j)
     if C.lanes is None:
-        src = np.arange(n, dtype=I64) - lane + j
-        return a[src], pval
+        return np.where(defined, a[src], a), pval
     pos = np.full(C.n_lanes, -1, I64)
     pos[C.lanes] = np.arange(n)
-    idx = pos[C.lanes - lane + j]
-    return np.where(idx >= 0, a[np.maximum(idx, 0)], a), pval
+    idx = pos[src]                                      # a source that runs now is current
+    return np.where(defined, a[np.maximum(idx, 0)], a), pval
 
 
 def vote(C, mode, p, mask, guard, iid=None):
@@ -261,7 +283,22 @@ def vote(C, mode, p, mask, guard, iid=None):
     return (t == 0) | (t == m)
 
 
+def _mask_view(C, mask):
+    """The per-lane member masks (an array over the current lanes) as a (warps, 32) u32
+    array over the batch (lanes not current hold 0)."""
+    return _to_batch(C, mask.astype(U32, copy=False), 0, U32).reshape(-1, WARP)
+
+
+def _per_lane(C, r):
+    """A (warps, 32) array over the batch as an array over the current lanes."""
+    r = r.reshape(-1)
+    return r if C.lanes is None else r[C.lanes]
+
+
 def match(C, mode, a, mask, guard, iid):
+    """match.sync (PTX ISA): .any gives the lanes of the member mask that take part and
+    hold the same value; .all gives the lanes of the member mask that take part if they
+    all hold the same value (else 0), and whether they do."""
     part = _participating(C, guard)
     check_members(C, "match.sync", mask, guard, iid)
     V, O = _warp_view(C, a, part)
@@ -279,31 +316,36 @@ def match(C, mode, a, mask, guard, iid):
         return same.astype(U32), None
     members = actw & m
     ok = same == members
-    return np.where(ok, m, U32(0)).astype(U32), ok
+    return np.where(ok, members, U32(0)).astype(U32), ok
+
+
+def _reduce(op, V, sel, axis):
+    """`op` of the values V where sel is True, along `axis` (V broadcast to sel)."""
+    V = np.broadcast_to(V, sel.shape)
+    if op == "add":
+        return np.where(sel, V.astype(I64), 0).sum(axis=axis).astype(V.dtype)
+    if op in ("min", "max"):
+        info = np.iinfo(V.dtype)
+        fill = V.dtype.type(info.max if op == "min" else info.min)
+        return (np.min if op == "min" else np.max)(np.where(sel, V, fill), axis=axis)
+    ident = ~V.dtype.type(0) if op == "and" else V.dtype.type(0)
+    fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+    return fn.reduce(np.where(sel, V, ident), axis=axis)
 
 
 def redux(C, op, a, mask, guard, iid):
-    """redux.sync: reduce a over the participating lanes of each warp (members of a
-    uniform membermask that run now), every participant gets the result."""
+    """redux.sync: each participant gets `op` over the lanes of its own member mask that
+    take part (PTX ISA: across all non-exited threads in the membermask; check_members has
+    made sure every one of those runs it now, with the same mask)."""
     part = _participating(C, guard)
     check_members(C, "redux.sync", mask, guard, iid)
     V, O = _warp_view(C, a, part)
-    if not isinstance(mask, np.ndarray):
-        O = O & (((int(mask) >> _LANE32) & 1) != 0)
-    if op == "add":
-        r = np.where(O, V.astype(I64), 0).sum(axis=1).astype(V.dtype)
-    elif op in ("min", "max"):
-        info = np.iinfo(V.dtype)
-        fill = info.max if op == "min" else info.min
-        fn = np.min if op == "min" else np.max
-        r = fn(np.where(O, V, V.dtype.type(fill)), axis=1)
-    else:
-        ident = V.dtype.type(-1 if op == "and" else 0) if op != "and" else ~V.dtype.type(0)
-        fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
-        r = fn.reduce(np.where(O, V, ident), axis=1)
-    if C.lanes is None:
-        return np.repeat(r, WARP)
-    return r[C.lanes // WARP]
+    if not isinstance(mask, np.ndarray):        # one mask: one result per warp
+        r = _reduce(op, V, O & _in_mask(mask, _LANE32), axis=1)
+        return np.repeat(r, WARP) if C.lanes is None else r[C.lanes // WARP]
+    M = _mask_view(C, mask)
+    sel = O[:, None, :] & _in_mask(M[:, :, None], _LANE32)    # (W, 32 me, 32 member)
+    return _per_lane(C, _reduce(op, V[:, None, :], sel, axis=2))
 
 
 _clock_lock = threading.Lock()
