@@ -9,6 +9,7 @@ and nothing is released into a context that is going away.
 import atexit
 import collections
 import ctypes
+import signal
 import threading
 
 from .enums import enum_value
@@ -264,6 +265,11 @@ def _at_exit() -> None:
     global shutting_down
     shutting_down = True
     _pending_releases.clear()
+    # A second Ctrl-C while the interpreter tears down would land in its finalizers and
+    # print "Exception ignored"; by now it can only mean "stop", so it ends the process.
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 atexit.register(_at_exit)
