@@ -10,12 +10,13 @@ ptx/ (layer 4), and the GPU or emu/ (layer 5).
 """
 __version__ = "0.1.0"
 
-from . import backends, profiler  # noqa: E402,F401  (registers the CPU and CUDA kernels, Profiler)
+from . import backends  # noqa: E402,F401  (registers the CPU and CUDA kernels)
+from .backends import ptx as kernels  # noqa: E402,F401
 from .dispatch import explain  # noqa: E402
-from .dlpack import from_dlpack  # noqa: E402
-from .dtypes import bfloat16, float16, float32, float64, int32, int64  # noqa: E402
-from .dtypes import bool_ as bool  # noqa: E402,A001
-from .ops import add, div, exp, matmul, max, mean, mul, neg, relu, softmax, sub, sum  # noqa: E402,A004
-from .profiler import profile  # noqa: E402
-from .tensor import (Device, Tensor, arange, empty, full, manual_seed, ones, rand, randn,  # noqa: E402
+from .frontend.interop import from_dlpack  # noqa: E402
+from .frontend.dtypes import bfloat16, float16, float32, float64, int32, int64  # noqa: E402
+from .frontend.dtypes import bool_ as bool  # noqa: E402,A001
+from .frontend.ops import add, div, exp, matmul, max, mean, mul, neg, relu, softmax, sub, sum  # noqa: E402,A004
+from .dispatch.profiler import profile  # noqa: E402
+from .frontend.tensor import (Device, Tensor, arange, empty, full, manual_seed, ones, rand, randn,  # noqa: E402
                      tensor, zeros)

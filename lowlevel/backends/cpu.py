@@ -5,7 +5,7 @@ bfloat16 values are widened to float32 for the arithmetic and rounded back on th
 import numpy as np
 
 from ..dispatch import CPU, register_kernel
-from ..tensor import Tensor, from_numpy_values
+from ..frontend.tensor import Tensor, from_numpy_values
 
 
 def values(t: Tensor) -> np.ndarray:

@@ -14,13 +14,14 @@ import struct
 
 import numpy as np
 
-from .. import dtypes as dt
-from .. import kernels, trace
-from ..cuda import Stream, cublas, current_stream, memcpy_dtoh_async, memset_d8, memset_d32
-from ..cuda.gemm import gemm_rowmajor
-from ..dispatch import CUDA, register_kernel
-from ..ops import broadcast_shapes
-from ..tensor import Tensor, empty, from_numpy_values
+from ...frontend import dtypes as dt
+from ... import trace
+from .. import ptx as kernels
+from ...cuda import Stream, cublas, current_stream, memcpy_dtoh_async, memset_d8, memset_d32
+from ...cuda.gemm import gemm_rowmajor
+from ...dispatch import CUDA, register_kernel
+from ...frontend.ops import broadcast_shapes
+from ...frontend.tensor import Tensor, empty, from_numpy_values
 
 allow_tf32 = False       # matmul in float32 on TF32 tensor cores: opt in, as it loses precision
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def trace(*args, driver="emu"):
@@ -44,7 +44,7 @@ def test_ptx_kernel_trace_counts_thread_instructions():
 
 
 def test_every_op_traces():
-    from lowlevel.tracing import OPS
+    from lowlevel.cli.trace import OPS
     for op in OPS:
         assert "summary" in trace(op, "--size", "16")
 

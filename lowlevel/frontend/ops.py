@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from . import dispatch, trace
+from .. import dispatch, trace
 from .tensor import Tensor, from_numpy_values
 
 

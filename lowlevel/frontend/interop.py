@@ -93,7 +93,7 @@ def to_dlpack(tensor, stream=None):
     queued there after this call will see the tensor's data (an event orders them)."""
     kind, index = device_code(tensor.device)
     if kind == KDL_CUDA and stream not in (None, -1):
-        from .cuda import Event, Stream, current_stream
+        from ..cuda import Event, Stream, current_stream
         producer = current_stream()
         consumer = 0 if stream == 1 else stream
         if (0 if producer is None else producer.handle) != consumer:

@@ -45,8 +45,8 @@ class Storage:
         self.block = None
         self.host = None
         if device.type == "cuda":
-            from .cuda import current_stream
-            from .cuda.allocator import get_allocator
+            from ..cuda import current_stream
+            from ..cuda.allocator import get_allocator
             _check_ordinal(device)
             self.allocator = get_allocator()
             self.block = self.allocator.allocate(max(1, nbytes), current_stream())
@@ -63,7 +63,7 @@ class Storage:
         # collector may run this inside the allocator's own lock (see release_later).
         if self.block is not None:
             try:
-                from .cuda.context import release_later
+                from ..cuda.context import release_later
                 release_later(functools.partial(self.allocator.free, self.block))
             except Exception:       # at interpreter teardown the modules may be gone
                 pass
@@ -74,7 +74,7 @@ def _check_ordinal(device: Device) -> None:
     "invalid device ordinal"), not a tensor that claims device 7 and lives on device 0."""
     if device.index == 0:
         return              # always there: a driver is used only when it has a device
-    from .cuda import device_count
+    from ..cuda import device_count
     count = device_count()
     if not 0 <= device.index < count:
         known = "cuda:0" if count == 1 else f"cuda:0 to cuda:{count - 1}"
@@ -277,7 +277,7 @@ class Tensor:
             raise AttributeError("__cuda_array_interface__ exists for CUDA tensors only")
         if self.dtype.typestr is None:
             raise TypeError(f"{self.dtype.name} has no __cuda_array_interface__ typestr")
-        from .cuda import current_stream
+        from ..cuda import current_stream
         s = current_stream()
         item = self.dtype.itemsize
         return {
@@ -291,11 +291,11 @@ class Tensor:
         }
 
     def __dlpack__(self, stream=None, **kwargs):
-        from .dlpack import to_dlpack
+        from .interop import to_dlpack
         return to_dlpack(self, stream)
 
     def __dlpack_device__(self):
-        from .dlpack import device_code
+        from .interop import device_code
         return device_code(self.device)
 
     # -- operators ---------------------------------------------------------------------------
@@ -363,7 +363,7 @@ def from_numpy_values(values: np.ndarray, dtype: DType, device) -> Tensor:
     host = np.array(dtype.from_numpy_values(values), order="C")
     device = Device(device)
     if device.type == "cuda":
-        from .cuda import current_stream, memcpy_htod_async
+        from ..cuda import current_stream, memcpy_htod_async
         t = empty(host.shape, dtype=dtype, device=device)
         if host.nbytes:
             # From pageable memory the driver stages the bytes, so `host` may go at once.

@@ -5,7 +5,7 @@ import pytest
 
 import lowlevel as ll
 from lowlevel import dispatch
-from lowlevel.tensor import Tensor, from_numpy_values
+from lowlevel.frontend.tensor import Tensor, from_numpy_values
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from . import dispatch, trace
+from .. import dispatch, trace
 
 UNARY = ("neg", "relu", "exp", "sum", "mean", "max", "softmax")
 BINARY = ("add", "sub", "mul", "div", "matmul")
@@ -39,11 +39,11 @@ def _call(op: str, args):
 
 def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda") -> str:
     import lowlevel as ll
-    from . import cuda
+    from .. import cuda
     if op not in OPS:
         raise ValueError(f"trace knows {', '.join(OPS)}; not {op!r}")
     rng = np.random.default_rng(0)
-    dtype = ll.dtypes.as_dtype(dtype)
+    dtype = ll.frontend.dtypes.as_dtype(dtype)
     args = _inputs(op, size, dtype, device, rng)
     drv = cuda.get_driver()
     dev = cuda.Device(0)
@@ -134,5 +134,5 @@ def _explain_quietly(op, args) -> str:
 def _thread_instructions(drv) -> int:
     if drv.kind != "emu":
         return 0
-    from .emu import driver as emu_driver
+    from ..emu import driver as emu_driver
     return emu_driver.thread_instructions()

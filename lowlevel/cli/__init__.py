@@ -80,7 +80,7 @@ def cmd_ptx(args) -> int:
 
 def cmd_trace(args) -> int:
     """One op followed through the five layers, with what each cost."""
-    from lowlevel import tracing
+    from lowlevel.cli import trace as tracing
     try:
         print(tracing.run(args.op, size=args.size, dtype=args.dtype, device=args.device))
     except NotImplementedError as e:       # e.g. a reduction the backend has no float16 kernel for
@@ -102,7 +102,7 @@ def main(argv=None) -> int:
     ptx.add_argument("-o", "--output", help="where --emit writes")
     ptx.add_argument("-O", "--option", action="append", default=[], help="an NVRTC option for .cu files (repeatable)")
     ptx.set_defaults(run=cmd_ptx)
-    from lowlevel.tracing import OPS
+    from lowlevel.cli.trace import OPS
     trace = sub.add_parser("trace", help="run one op and show what each of the five layers did and cost")
     trace.add_argument("op", choices=OPS)
     trace.add_argument("--size", type=int, default=1024, help="square inputs of this size (default 1024)")

@@ -12,7 +12,7 @@ synchronisation to the ops themselves.
 import threading
 import time
 
-from . import dispatch
+from . import dispatcher as dispatch
 
 _tls = threading.local()
 
@@ -55,13 +55,13 @@ def _record(op: str, below: dispatch.KeySet, args, kwargs):
     prof = _tls.stack[-1] if getattr(_tls, "stack", None) else None
     events = None
     if _on_cuda(args):
-        from .cuda import Event, current_stream
+        from ..cuda import Event, current_stream
         events = (Event().record(current_stream()), Event())
     start = time.perf_counter()
     result = dispatch.redispatch(op, below, *args, **kwargs)
     host = time.perf_counter() - start
     if events is not None:
-        from .cuda import current_stream
+        from ..cuda import current_stream
         events[1].record(current_stream())
     if prof is not None:
         route = ["Profiler"] + dispatch.route_through(op, below, dispatch._dtype_of(args))

@@ -6,7 +6,7 @@ as lowlevel/_ptx/ (pyproject.toml maps one onto the other).
 import functools
 import pathlib
 
-_PACKAGE = pathlib.Path(__file__).resolve().parent
+_PACKAGE = pathlib.Path(__file__).resolve().parents[1]       # lowlevel/
 
 
 def ptx_dir() -> pathlib.Path:
@@ -32,12 +32,12 @@ def ptx_source(name: str) -> str:
 
 @functools.cache
 def _module(name: str, driver_id: int, device: int, context_generation: int):
-    from .cuda import Module
+    from ..cuda import Module
     return Module.from_ptx(ptx_source(name))
 
 
 def module(name: str):
     """ptx/NAME.ptx loaded into the current context (once per driver, device and context)."""
-    from .cuda.context import ensure_context
+    from ..cuda.context import ensure_context
     drv, ctx = ensure_context()
     return _module(name, id(drv), ctx.ordinal, ctx.generation)

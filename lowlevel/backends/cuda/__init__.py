@@ -1,0 +1,1 @@
+from .layout import *  # noqa: F401,F403

@@ -1,0 +1,1 @@
+from . import dtypes, interop, ops, tensor  # noqa: F401
