@@ -4,18 +4,34 @@
     a = ll.randn(1024, 1024, device="cuda")
     c = a @ a.T                       # frontend -> dispatcher -> cuBLAS -> the GPU (or the emulated one)
 
-The layers are the folders and modules: tensor.py and ops.py (layer 1), cuda/ (layer 2,
-the ctypes boundary and driver objects), dispatch.py (layer 3), backends/, compiler/ and
-ptx/ (layer 4), and the GPU or emu/ (layer 5).
+The layers are the folders:
+
+    frontend/    layer 1: dtypes, Device, Tensor and its views, creation, ops, DLPack
+    cuda/        layer 2: the ctypes boundary and the driver objects
+    dispatch/    layer 3: dispatch keys, per-op tables, call / explain, the Profiler key
+    backends/    layer 4: the CPU and CUDA kernels, the loader of ptx/ (lowlevel.kernels)
+    compiler/    layer 4 -> 5: NVRTC, nvJitLink, fatbins, SASS
+    emu/         layer 5 without a GPU: the emulated driver, cuBLAS and PTX engine
+    trace/       the hooks every layer reports to; cli/ is the `lowlevel` command
+
+This module re-exports the public API, and imports the backends so that they register.
 """
 __version__ = "0.1.0"
 
-from . import backends, profiler  # noqa: E402,F401  (registers the CPU and CUDA kernels, Profiler)
-from .dispatch import explain  # noqa: E402
-from .dlpack import from_dlpack  # noqa: E402
-from .dtypes import bfloat16, float16, float32, float64, int32, int64  # noqa: E402
-from .dtypes import bool_ as bool  # noqa: E402,A001
-from .ops import add, div, exp, matmul, max, mean, mul, neg, relu, softmax, sub, sum  # noqa: E402,A004
-from .profiler import profile  # noqa: E402
-from .tensor import (Device, Tensor, arange, empty, full, manual_seed, ones, rand, randn,  # noqa: E402
-                     tensor, zeros)
+from . import backends  # noqa: E402,F401  (registers the CPU and CUDA kernels)
+from .backends import ptx as kernels  # noqa: E402,F401
+from .dispatch import explain, profile  # noqa: E402
+from .frontend.creation import (arange, empty, full, manual_seed, ones, rand, randn, tensor,  # noqa: E402
+                                zeros)
+from .frontend.device import Device  # noqa: E402
+from .frontend.dtypes import bfloat16, float16, float32, float64, int32, int64  # noqa: E402
+from .frontend.dtypes import bool_ as bool  # noqa: E402,A001
+from .frontend.interop import from_dlpack  # noqa: E402
+from .frontend.ops import add, div, exp, matmul, max, mean, mul, neg, relu, softmax, sub, sum  # noqa: E402,A004
+from .frontend.tensor import Tensor  # noqa: E402
+
+__all__ = [
+    "Device", "Tensor", "add", "arange", "bfloat16", "bool", "div", "empty", "exp", "explain", "float16", "float32",
+    "float64", "from_dlpack", "full", "int32", "int64", "kernels", "manual_seed", "matmul", "max", "mean", "mul",
+    "neg", "ones", "profile", "rand", "randn", "relu", "softmax", "sub", "sum", "tensor", "zeros",
+]

@@ -1,2 +1,12 @@
-"""Kernels per backend key. Importing this package registers the CPU and CUDA backends."""
-from . import cpu, cuda  # noqa: F401
+"""Layer 4, the kernel libraries: the kernels each backend key runs. Importing this package
+registers them with the dispatcher (lowlevel/__init__.py does).
+
+    cpu.py    every op through numpy, on strided views of host storage (the CPU key)
+    cuda/     the CUDA key: handwritten PTX kernels and cuBLAS, on the current stream
+    ptx.py    where the handwritten kernels of ptx/ are, loaded once per context
+              (`lowlevel.kernels` is this module)
+
+The backends sit above the frontend: a kernel makes its result as a Tensor (as ATen's do),
+while the frontend never imports a backend.
+"""
+from . import cpu, cuda, ptx  # noqa: F401

@@ -5,11 +5,12 @@ bfloat16 values are widened to float32 for the arithmetic and rounded back on th
 import numpy as np
 
 from ..dispatch import CPU, register_kernel
-from ..tensor import Tensor, from_numpy_values
+from ..frontend.creation import from_numpy_values
+from ..frontend.tensor import Tensor
 
 
 def values(t: Tensor) -> np.ndarray:
-    return t.dtype.to_numpy_values(t._host_view())
+    return t.dtype.to_numpy_values(t.host_view())
 
 
 def result(x: np.ndarray, like: Tensor, dtype=None) -> Tensor:
@@ -26,14 +27,12 @@ def _register_elementwise():
         def kernel(a, b, fn=fn):
             with np.errstate(all="ignore"):
                 return result(fn(values(a), values(b)), a)
-        kernel.__qualname__ = f"{name}"
-        register_kernel(name, CPU, kernel)
+        register_kernel(name, CPU, kernel, name=name)
     for name, fn in _UNARY.items():
         def kernel(x, fn=fn):
             with np.errstate(all="ignore"):
                 return result(fn(values(x)), x)
-        kernel.__qualname__ = f"{name}"
-        register_kernel(name, CPU, kernel)
+        register_kernel(name, CPU, kernel, name=name)
 
 
 _register_elementwise()

@@ -47,6 +47,11 @@ _BY_NUMPY = {d.storage: d for d in ALL if d is not bfloat16}
 _BY_NAME = {d.name: d for d in ALL}
 
 
+def is_dtype_name(name: str) -> bool:
+    """Whether `name` names a dtype ("float32"), as against a device ("cuda")."""
+    return name in _BY_NAME
+
+
 def as_dtype(value) -> DType:
     """A DType from a DType, its name ("float32"), or a numpy dtype."""
     if isinstance(value, DType):
@@ -60,4 +65,3 @@ def as_dtype(value) -> DType:
     if found is None:
         raise TypeError(f"unsupported dtype {value!r}; lowlevel has {', '.join(_BY_NAME)}")
     return found
-

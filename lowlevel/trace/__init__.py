@@ -1,8 +1,14 @@
-"""Hooks the five-layer trace listens on. Each costs one global read when no trace runs.
+"""The hooks the five-layer trace listens on: the bottom of the package, importing nothing
+of lowlevel, so that every layer may call them. Each costs one global read when no trace
+runs.
 
-A Recorder collects, while active: frontend validation time per op (layer 1), every driver
-and cuBLAS call with its arguments, result and duration (layer 2), the dispatch route
-(layer 3) and the kernels launched (layers 4 and 5). lowlevel/tracing.py builds the report.
+    Recorder          while active (`with Recorder() as r:`), collects what the hooks report
+    note_validation   layer 1: frontend validation time per op
+    note_call         layer 2: every driver and cuBLAS call, its arguments, result and time
+    note_route        layer 3: the dispatch route
+    note_launch       layers 4 and 5: the kernels launched
+
+The report made of them is the `lowlevel trace` command (lowlevel/cli/trace.py).
 """
 import time
 

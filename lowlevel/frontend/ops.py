@@ -4,30 +4,25 @@ Every check here runs before any driver call: operands on different devices, of 
 dtypes, or of shapes that do not broadcast (or do not multiply) raise a Python error that
 names both operands. Python numbers are accepted as the other operand of arithmetic and
 take the tensor's dtype and device.
+
+The end of this module attaches the ops to Tensor as its methods and operators.
 """
 import builtins
 import time
 
 import numpy as np
 
-from . import dispatch, trace
-from .tensor import Tensor, from_numpy_values
+from .. import trace
+from ..dispatch import KeySet, backend_for, call, redispatch
+from .creation import from_numpy_values
+from .device import Device
+from .dtypes import DType, as_dtype, is_dtype_name
+from .shapes import broadcast_shapes
+from .tensor import Tensor
 
 
 def _describe(x) -> str:
     return f"{tuple(x.shape)} {x.dtype.name} on {x.device}" if isinstance(x, Tensor) else repr(x)
-
-
-def broadcast_shapes(op: str, a: tuple, b: tuple) -> tuple:
-    out = []
-    for i in range(1, builtins.max(len(a), len(b)) + 1):
-        x = a[-i] if i <= len(a) else 1
-        y = b[-i] if i <= len(b) else 1
-        if x != y and 1 not in (x, y):
-            raise ValueError(f"{op}: shapes {tuple(a)} and {tuple(b)} do not broadcast "
-                             f"(dimension -{i}: {x} vs {y})")
-        out.append(builtins.max(x, y) if 0 not in (x, y) else 0)
-    return tuple(reversed(out))
 
 
 def _same_device_and_dtype(op: str, a: Tensor, b: Tensor) -> None:
@@ -52,7 +47,7 @@ def _binary(op: str, a, b) -> Tensor:
     # A Python number becomes a 0-d tensor of the other operand's dtype and device.
     a, b = (x if isinstance(x, Tensor) else from_numpy_values(np.array(x), like.dtype, like.device) for x in (a, b))
     trace.note_validation(op, time.perf_counter() - start)
-    return dispatch.call(op, a, b)
+    return call(op, a, b)
 
 
 def add(a, b) -> Tensor:
@@ -82,7 +77,7 @@ def _unary(op: str, x, floats_only: bool = False) -> Tensor:
     if floats_only and not x.dtype.is_float:
         raise TypeError(f"{op}: needs a floating-point tensor, got {_describe(x)}")
     trace.note_validation(op, time.perf_counter() - start)
-    return dispatch.call(op, x)
+    return call(op, x)
 
 
 def neg(x) -> Tensor:
@@ -112,7 +107,7 @@ def _reduction(op: str, x, dim, keepdim: bool) -> Tensor:
     if op == "max" and (x.numel() == 0 or (dim is not None and x.shape[dim] == 0)):
         raise ValueError(f"max: the reduced dimension of {_describe(x)} is empty")
     trace.note_validation(op, time.perf_counter() - start)
-    return dispatch.call(op, x, dim=dim, keepdim=bool(keepdim))
+    return call(op, x, dim=dim, keepdim=bool(keepdim))
 
 
 def sum(x, dim=None, keepdim=False) -> Tensor:       # noqa: A001 - the op's name
@@ -135,7 +130,7 @@ def softmax(x, dim=-1) -> Tensor:
     if x.ndim == 0 or not -x.ndim <= dim < x.ndim:
         raise IndexError(f"softmax: dim {dim} is out of range for a tensor of shape {x.shape}")
     trace.note_validation("softmax", time.perf_counter() - start)
-    return dispatch.call("softmax", x, dim=dim % x.ndim)
+    return call("softmax", x, dim=dim % x.ndim)
 
 
 def matmul(a, b) -> Tensor:
@@ -153,27 +148,62 @@ def matmul(a, b) -> Tensor:
     if a.ndim == 3 and b.ndim == 3 and a.shape[0] != b.shape[0]:
         raise ValueError(f"matmul: batch sizes differ: a is {a.shape}, b is {b.shape}")
     trace.note_validation("matmul", time.perf_counter() - start)
-    return dispatch.call("matmul", a, b)
+    return call("matmul", a, b)
 
 
 # The ops above named sum and max shadow the builtins in this module; the code above uses
 # builtins.max explicitly for that reason.
 
 
-# ---- data movement (used by Tensor methods) -----------------------------------------------------
+# ---- data movement ------------------------------------------------------------------------
 def contiguous(x: Tensor) -> Tensor:
-    return dispatch.call("contiguous", x)
+    """`x` itself when its elements are laid out row-major, else a contiguous copy."""
+    return x if x.is_contiguous() else clone(x)
+
+
+def clone(x: Tensor) -> Tensor:
+    """A contiguous copy on the same device (the "contiguous" kernels always copy)."""
+    return call("contiguous", x)
 
 
 def cast(x: Tensor, dtype) -> Tensor:
-    return dispatch.call("cast", x, dtype=dtype)
+    return call("cast", x, dtype=dtype)
 
 
-def copy_to_device(x: Tensor, device) -> Tensor:
+def to(x: Tensor, target) -> Tensor:
+    """A copy on another device ("cpu", "cuda", ...) or in another dtype; x if same."""
+    if isinstance(target, (DType, np.dtype, type)) or (isinstance(target, str) and is_dtype_name(target)):
+        dtype = as_dtype(target)
+        return x if dtype is x.dtype else cast(x, dtype)
+    device = Device(target)
+    return x if device == x.device else copy_to_device(x, device)
+
+
+def copy_to_device(x: Tensor, device: Device) -> Tensor:
     """Cross-device copies go through the host side explicitly: device -> host -> device."""
     if x.device.type != "cpu" and device.type != "cpu":
-        return copy_to_device(copy_to_device(x, type(device)("cpu")), device)
+        return copy_to_device(copy_to_device(x, Device("cpu")), device)
     if x.device.type == "cpu":
-        return dispatch.redispatch("to_device", dispatch.KeySet([dispatch.backend_for(device.type)]), x,
-                                   device=device)
-    return dispatch.call("to_host", x)
+        # The target's backend is not among the argument's keys (x is on the CPU): name it.
+        return redispatch("to_device", KeySet([backend_for(device.type)]), x, device=device)
+    return call("to_host", x)
+
+
+# ---- the Tensor methods that run ops -----------------------------------------------------------
+# tensor.py imports nothing above itself; the methods that run an op are attached here,
+# beside the ops they call, so that ops.py (which needs Tensor) and tensor.py form no cycle.
+def _swapped(op):
+    def method(self, other):
+        return op(other, self)
+    return method
+
+
+_METHODS = {
+    "__add__": add, "__radd__": _swapped(add), "__sub__": sub, "__rsub__": _swapped(sub),
+    "__mul__": mul, "__rmul__": _swapped(mul), "__truediv__": div, "__rtruediv__": _swapped(div),
+    "__matmul__": matmul, "__rmatmul__": _swapped(matmul), "__neg__": neg,
+    "sum": sum, "mean": mean, "max": max, "softmax": softmax, "relu": relu, "exp": exp,
+    "to": to, "contiguous": contiguous, "clone": clone,
+}
+for _name, _op in _METHODS.items():
+    setattr(Tensor, _name, _op)

@@ -1,4 +1,5 @@
-"""Where the handwritten kernels of ptx/ are, from a checkout and from an installed wheel.
+"""Where the handwritten kernels of ptx/ are, from a checkout and from an installed wheel,
+and each one loaded as a Module (`lowlevel.kernels` is this module).
 
 In a checkout they sit in ptx/ beside the package; a wheel carries them inside the package
 as lowlevel/_ptx/ (pyproject.toml maps one onto the other).
@@ -6,7 +7,10 @@ as lowlevel/_ptx/ (pyproject.toml maps one onto the other).
 import functools
 import pathlib
 
-_PACKAGE = pathlib.Path(__file__).resolve().parent
+from ..cuda import Module
+from ..cuda.context import ensure_context
+
+_PACKAGE = pathlib.Path(__file__).resolve().parents[1]       # lowlevel/
 
 
 def ptx_dir() -> pathlib.Path:
@@ -32,12 +36,10 @@ def ptx_source(name: str) -> str:
 
 @functools.cache
 def _module(name: str, driver_id: int, device: int, context_generation: int):
-    from .cuda import Module
     return Module.from_ptx(ptx_source(name))
 
 
 def module(name: str):
     """ptx/NAME.ptx loaded into the current context (once per driver, device and context)."""
-    from .cuda.context import ensure_context
     drv, ctx = ensure_context()
     return _module(name, id(drv), ctx.ordinal, ctx.generation)

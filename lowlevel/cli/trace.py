@@ -14,36 +14,58 @@ then once traced, and reports what each layer did and what it cost:
 
 and closes with the host's overhead against the device's time.
 """
+import contextlib
+import io
+import sys
 import time
 
 import numpy as np
 
-from . import dispatch, trace
+from .. import cuda, dispatch, trace
+from ..frontend import ops
+from ..frontend.creation import tensor
+from ..frontend.dtypes import as_dtype
 
 UNARY = ("neg", "relu", "exp", "sum", "mean", "max", "softmax")
 BINARY = ("add", "sub", "mul", "div", "matmul")
 OPS = BINARY + UNARY
 
 
+def add_parser(sub) -> None:
+    parser = sub.add_parser("trace", help="run one op and show what each of the five layers did and cost")
+    parser.add_argument("op", choices=OPS)
+    parser.add_argument("--size", type=int, default=1024, help="square inputs of this size (default 1024)")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float16"))
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.set_defaults(run=command)
+
+
+def command(args) -> int:
+    """One op followed through the five layers, with what each cost."""
+    try:
+        print(run(args.op, size=args.size, dtype=args.dtype, device=args.device))
+    except NotImplementedError as e:       # e.g. a reduction the backend has no float16 kernel for
+        print(f"lowlevel trace: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _inputs(op: str, size: int, dtype, device: str, rng):
-    import lowlevel as ll
     shape = (size, size)
-    make = lambda: ll.tensor(rng.standard_normal(shape).astype(np.float32), device=device).to(dtype)  # noqa: E731
+    make = lambda: tensor(rng.standard_normal(shape).astype(np.float32), device=device).to(dtype)  # noqa: E731
     return (make(), make()) if op in BINARY else (make(),)
 
 
 def _call(op: str, args):
-    import lowlevel as ll
-    return getattr(ll, op)(*args)
+    return getattr(ops, op)(*args)
 
 
 def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda") -> str:
-    import lowlevel as ll
-    from . import cuda
+    """The report of one traced call of `op` on square inputs."""
     if op not in OPS:
         raise ValueError(f"trace knows {', '.join(OPS)}; not {op!r}")
     rng = np.random.default_rng(0)
-    dtype = ll.dtypes.as_dtype(dtype)
+    dtype = as_dtype(dtype)
     args = _inputs(op, size, dtype, device, rng)
     drv = cuda.get_driver()
     dev = cuda.Device(0)
@@ -125,8 +147,6 @@ def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda")
 
 
 def _explain_quietly(op, args) -> str:
-    import contextlib
-    import io
     with contextlib.redirect_stdout(io.StringIO()):
         return dispatch.explain(op, *args)
 
@@ -134,5 +154,6 @@ def _explain_quietly(op, args) -> str:
 def _thread_instructions(drv) -> int:
     if drv.kind != "emu":
         return 0
-    from .emu import driver as emu_driver
+    # Imported here, not at the top: on a real GPU the emulator is never loaded.
+    from ..emu import driver as emu_driver  # noqa: PLC0415
     return emu_driver.thread_instructions()

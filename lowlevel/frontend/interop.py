@@ -1,9 +1,12 @@
-"""DLPack: hand tensors to other libraries and take theirs, without copying.
+"""Layer 1, interchange: hand tensors to other libraries and take theirs, without copying.
 
-A DLPack capsule holds a DLManagedTensor: a pointer, device, dtype, shape and strides, and
+DLPack: a capsule holds a DLManagedTensor: a pointer, device, dtype, shape and strides, and
 a deleter the consumer calls when it is done. These are the C structs of dlpack.h, built
 with ctypes; the capsule is a PyCapsule named "dltensor" (renamed "used_dltensor" by the
-consumer that takes it).
+consumer that takes it). The CUDA array interface (v3) is a dict describing the same.
+
+Tensor's __dlpack__, __dlpack_device__ and __cuda_array_interface__ are attached at the end
+of this module (it needs Tensor, so tensor.py cannot import it).
 """
 import ctypes
 import itertools
@@ -11,7 +14,11 @@ import threading
 
 import numpy as np
 
+from ..cuda import Event, Stream, current_stream
 from . import dtypes as dt
+from .device import Device
+from .shapes import contiguous_strides
+from .tensor import Storage, Tensor
 
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST = 1, 2, 3
 
@@ -93,7 +100,6 @@ def to_dlpack(tensor, stream=None):
     queued there after this call will see the tensor's data (an event orders them)."""
     kind, index = device_code(tensor.device)
     if kind == KDL_CUDA and stream not in (None, -1):
-        from .cuda import Event, Stream, current_stream
         producer = current_stream()
         consumer = 0 if stream == 1 else stream
         if (0 if producer is None else producer.handle) != consumer:
@@ -138,7 +144,6 @@ class _ForeignMemory:
 
 def from_dlpack(obj):
     """A lowlevel tensor viewing the memory of any object with __dlpack__ (no copy)."""
-    from .tensor import Device, Storage, Tensor
     capsule = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
     ptr = _api.PyCapsule_GetPointer(capsule, _CAPSULE_NAME)
     managed = ctypes.cast(ptr, ctypes.POINTER(DLManagedTensor))
@@ -150,31 +155,21 @@ def from_dlpack(obj):
     if t.device.device_type not in (KDL_CPU, KDL_CUDA):
         raise TypeError(f"DLPack device type {t.device.device_type} is not supported")
     shape = tuple(t.shape[i] for i in range(t.ndim))
-    if t.strides:
-        strides = tuple(t.strides[i] for i in range(t.ndim))
-    else:
-        strides, step = [], 1
-        for s in reversed(shape):
-            strides.insert(0, step)
-            step *= s
+    strides = tuple(t.strides[i] for i in range(t.ndim)) if t.strides else contiguous_strides(shape)
     if any(st < 0 for st in strides):
         raise ValueError(f"DLPack tensor with negative strides {strides}: lowlevel views have none; "
                          f"pass a copy (e.g. numpy's .copy())")
     _api.PyCapsule_SetName(capsule, _USED_NAME)
     keeper = _ForeignMemory(managed)
-    storage = Storage.__new__(Storage)
-    storage.block, storage.host, storage.keeper = None, None, keeper
     base = (t.data or 0) + t.byte_offset
     span = (1 + sum((s - 1) * st for s, st in zip(shape, strides) if s > 0)) * dtype.itemsize if all(shape) else 0
-    storage.nbytes = span
     if t.device.device_type == KDL_CPU:
-        storage.device = Device("cpu")
-        storage.host = np.ctypeslib.as_array((ctypes.c_uint8 * max(1, span)).from_address(base)) if span else \
+        host = np.ctypeslib.as_array((ctypes.c_uint8 * max(1, span)).from_address(base)) if span else \
             np.zeros(1, np.uint8)
+        storage = Storage.foreign(span, Device("cpu"), host=host, keeper=keeper)
     else:
-        storage.device = Device("cuda", t.device.device_id)
-        storage.block = _ForeignBlock(base)
-        storage.allocator = _NoFree()
+        storage = Storage.foreign(span, Device("cuda", t.device.device_id), block=_ForeignBlock(base),
+                                  allocator=_NoFree(), keeper=keeper)
     return Tensor(storage, shape, strides, 0, dtype)
 
 
@@ -193,3 +188,37 @@ class _NoFree:
 
     def free(self, block):
         pass
+
+
+# ---- the CUDA array interface, and the protocols as Tensor methods ---------------------------------
+def cuda_array_interface(tensor) -> dict:
+    """__cuda_array_interface__ v3 of a CUDA tensor (AttributeError for others, as the
+    protocol asks: consumers test for it with hasattr)."""
+    if tensor.device.type != "cuda":
+        raise AttributeError("__cuda_array_interface__ exists for CUDA tensors only")
+    if tensor.dtype.typestr is None:
+        raise TypeError(f"{tensor.dtype.name} has no __cuda_array_interface__ typestr")
+    s = current_stream()
+    item = tensor.dtype.itemsize
+    return {
+        "shape": tensor.shape,
+        "typestr": tensor.dtype.typestr,
+        "data": (tensor.data_ptr if tensor.numel() else 0, False),
+        "strides": None if tensor.is_contiguous() else tuple(st * item for st in tensor.strides),
+        "version": 3,
+        # The stream the data is valid on: 1 is the legacy default stream (0 is not allowed).
+        "stream": 1 if s is None else s.handle,
+    }
+
+
+def _dlpack(self, stream=None, **kwargs):
+    return to_dlpack(self, stream)
+
+
+def _dlpack_device(self):
+    return device_code(self.device)
+
+
+Tensor.__cuda_array_interface__ = property(cuda_array_interface)
+Tensor.__dlpack__ = _dlpack
+Tensor.__dlpack_device__ = _dlpack_device

@@ -12,7 +12,10 @@ synchronisation to the ops themselves.
 import threading
 import time
 
-from . import dispatch
+from ..cuda import Event, current_stream
+from .dispatcher import dtype_of, include, redispatch, route_through
+from .keys import KeySet, Profiler
+from .table import register_fallback
 
 _tls = threading.local()
 
@@ -26,7 +29,7 @@ class profile:
         if stack is None:
             stack = _tls.stack = []
         stack.append(self)
-        self._include = dispatch.include(dispatch.Profiler)
+        self._include = include(Profiler)
         self._include.__enter__()
         return self
 
@@ -51,22 +54,20 @@ def _on_cuda(args) -> bool:
     return any(getattr(getattr(a, "device", None), "type", None) == "cuda" for a in args)
 
 
-def _record(op: str, below: dispatch.KeySet, args, kwargs):
+def _record(op: str, below: KeySet, args, kwargs):
     prof = _tls.stack[-1] if getattr(_tls, "stack", None) else None
     events = None
     if _on_cuda(args):
-        from .cuda import Event, current_stream
         events = (Event().record(current_stream()), Event())
     start = time.perf_counter()
-    result = dispatch.redispatch(op, below, *args, **kwargs)
+    result = redispatch(op, below, *args, **kwargs)
     host = time.perf_counter() - start
     if events is not None:
-        from .cuda import current_stream
         events[1].record(current_stream())
     if prof is not None:
-        route = ["Profiler"] + dispatch.route_through(op, below, dispatch._dtype_of(args))
+        route = ["Profiler"] + route_through(op, below, dtype_of(args))
         prof.records.append({"op": op, "route": route, "host_s": host, "events": events})
     return result
 
 
-dispatch.register_fallback(dispatch.Profiler, _record)
+register_fallback(Profiler, _record)

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def trace(*args, driver="emu"):
@@ -28,7 +28,7 @@ def test_matmul_trace_shows_all_five_layers(driver):
         assert heading in text
     assert re.search(r"matmul: \d+\.\d us", text)                                   # L1 figure
     assert re.search(r"cublasSgemm_v2\(.*128, 128, 128.*\) -> CUBLAS_STATUS_SUCCESS\s+\d+\.\d us", text)   # L2
-    assert "CUDA       kernel lowlevel.backends.cuda.matmul  <- chosen" in text      # L3
+    assert "CUDA       kernel lowlevel.backends.cuda.matmul.matmul  <- chosen" in text      # L3
     assert re.search(r"device time between events around the call: \d+\.\d us", text)   # L4
     assert re.search(r"sm_\d+, \d+ SMs", text)                                      # L5
     assert re.search(r"about \d+ us of Python for about \d+ us of", text)
@@ -44,7 +44,7 @@ def test_ptx_kernel_trace_counts_thread_instructions():
 
 
 def test_every_op_traces():
-    from lowlevel.tracing import OPS
+    from lowlevel.cli.trace import OPS
     for op in OPS:
         assert "summary" in trace(op, "--size", "16")
 

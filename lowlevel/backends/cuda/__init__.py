@@ -1,0 +1,34 @@
+"""The CUDA backend: the handwritten kernels of ptx/ and cuBLAS, on the current stream.
+
+    launch.py        launching a kernel of ptx/ on the current stream; telling the caching
+                     allocator which streams use a tensor
+    layout.py        contiguous copies of strided views, broadcasting, casts, host <-> device
+    elementwise.py   add sub mul div maximum neg relu exp (float32, float16)
+    reductions.py    sum max mean softmax (float32), by rows
+    matmul.py        matmul on cuBLAS (float32, float64, float16, bfloat16)
+
+Everything is queued on `lowlevel.cuda.current_stream()` and returns at once; nothing here
+waits for the GPU except `to_host`, which must hand bytes to the CPU.
+
+`lowlevel.backends.cuda.allow_tf32 = True` lets float32 matmul use TF32 tensor cores.
+"""
+import sys
+import types
+
+from . import elementwise, layout, matmul, reductions  # noqa: F401  (each registers its kernels)
+
+
+class _Package(types.ModuleType):
+    """This package, with allow_tf32 read and set where matmul.py reads it (a plain module
+    attribute here would be a copy that matmul.py never sees)."""
+
+    @property
+    def allow_tf32(self) -> bool:
+        return matmul.allow_tf32
+
+    @allow_tf32.setter
+    def allow_tf32(self, value: bool) -> None:
+        matmul.allow_tf32 = value
+
+
+sys.modules[__name__].__class__ = _Package

@@ -1,0 +1,87 @@
+"""The CUDA backend's layout kernels: contiguous copies of strided views (the strided-copy
+kernel of ptx/tensor_ops.ptx), broadcasting by materialising, casts, and copies between
+the host and the device. Only `to_host` waits: it must hand bytes to the CPU.
+"""
+import struct
+
+from ...cuda import current_stream, memcpy_dtoh_async
+from ...dispatch import CUDA, register_kernel
+from ...frontend import dtypes as dt
+from ...frontend.creation import empty, from_numpy_values
+from ...frontend.tensor import Tensor
+from .launch import BLOCK, grid_for, launch, record_uses
+
+_COPY_KERNEL = {2: "strided_copy_b16", 4: "strided_copy_b32", 8: "strided_copy_b64"}
+MAX_DIMS = 6
+
+
+@register_kernel("contiguous", CUDA)
+def contiguous(x: Tensor) -> Tensor:
+    """A contiguous copy of any strided view (the strided-copy kernel of ptx/tensor_ops.ptx)."""
+    out = empty(x.shape, dtype=x.dtype, device=x.device)
+    n = x.numel()
+    if n == 0:
+        return out
+    if x.dtype.itemsize not in _COPY_KERNEL:
+        raise NotImplementedError(f"contiguous() on CUDA copies 2, 4 and 8-byte elements, not {x.dtype.name}")
+    # Drop size-1 dimensions (their stride does not matter) so more views fit MAX_DIMS.
+    dims = [(s, st) for s, st in zip(x.shape, x.strides) if s != 1] or [(1, 0)]
+    if len(dims) > MAX_DIMS:
+        raise NotImplementedError(f"contiguous() on CUDA handles up to {MAX_DIMS} dimensions, got {x.shape}")
+    shape = [s for s, _ in dims] + [1] * (MAX_DIMS - len(dims))
+    strides = [st for _, st in dims] + [0] * (MAX_DIMS - len(dims))
+    layout = struct.pack("<13Q", len(dims), *shape, *strides)
+    launch("tensor_ops", _COPY_KERNEL[x.dtype.itemsize], grid_for(n), BLOCK, (out, x, n, layout))
+    return out
+
+
+def materialize(t: Tensor, shape: tuple) -> Tensor:
+    """`t` broadcast to `shape`, contiguous (a copy only when needed)."""
+    if t.shape == tuple(shape) and t.is_contiguous():
+        return t
+    return contiguous(t.expand(shape))
+
+
+def rows_last(x: Tensor, dim: int) -> tuple[Tensor, list]:
+    """x with `dim` moved last, contiguous, and the permutation used."""
+    order = [d for d in range(x.ndim) if d != dim] + [dim]
+    return materialize(x.permute(order), tuple(x.shape[d] for d in order)), order
+
+
+# ---- casts and copies ----------------------------------------------------------------------------------
+_CASTS = {(dt.float32, dt.float16): "cast_f32_f16", (dt.float16, dt.float32): "cast_f16_f32",
+          (dt.float32, dt.float64): "cast_f32_f64", (dt.float64, dt.float32): "cast_f64_f32",
+          (dt.int32, dt.float32): "cast_i32_f32", (dt.float32, dt.int32): "cast_f32_i32"}
+
+
+@register_kernel("cast", CUDA)
+def cast(x: Tensor, dtype) -> Tensor:
+    name = _CASTS.get((x.dtype, dtype))
+    if name is None:
+        known = ", ".join(f"{a.name}->{b.name}" for a, b in _CASTS)
+        raise NotImplementedError(f"no CUDA cast from {x.dtype.name} to {dtype.name} (there are: {known})")
+    out = empty(x.shape, dtype=dtype, device=x.device)
+    n = out.numel()
+    if n:
+        launch("tensor_ops", name, grid_for(n), BLOCK, (out, materialize(x, x.shape), n))
+    return out
+
+
+@register_kernel("to_device", CUDA)
+def to_device(x: Tensor, device) -> Tensor:
+    """Host tensor -> CUDA: an async copy on the current stream (staged from pageable memory)."""
+    return from_numpy_values(x.dtype.to_numpy_values(x.host_view()), x.dtype, device)
+
+
+@register_kernel("to_host", CUDA)
+def to_host(x: Tensor) -> Tensor:
+    """CUDA -> host: queued on the current stream, so it follows the work that made x; a copy
+    into pageable memory returns only when the bytes have arrived."""
+    src = materialize(x, x.shape)
+    out = empty(x.shape, dtype=x.dtype, device="cpu")
+    nbytes = out.numel() * x.dtype.itemsize
+    if nbytes:
+        stream = current_stream()
+        record_uses((src,), stream)
+        memcpy_dtoh_async(out.storage.host[:nbytes], src.data_ptr, stream)
+    return out

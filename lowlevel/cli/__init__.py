@@ -1,0 +1,26 @@
+"""The `lowlevel` command (also `python -m lowlevel`): argument parsing here, one module
+per subcommand.
+
+    info.py    lowlevel info: the driver in use (real or emulated), devices, toolchain
+    ptx.py     lowlevel ptx FILE: what a .cu or .ptx file becomes (PTX, SASS, resources)
+    trace.py   lowlevel trace OP: one op followed through the five layers, and the report
+"""
+import argparse
+import sys
+
+from . import info, ptx, trace
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="lowlevel", description="Drive a GPU from the CUDA driver API up.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in (info, ptx, trace):
+        command.add_parser(sub)
+    args = parser.parse_args(argv)
+    if getattr(args, "emit", None) and not args.output:
+        parser.error("--emit needs -o OUT")
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

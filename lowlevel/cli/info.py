@@ -1,0 +1,26 @@
+"""`lowlevel info`: the driver in use (real or emulated, and why), each device, and the
+toolchain found."""
+from .. import __version__, cuda, toolchain
+
+
+def add_parser(sub) -> None:
+    sub.add_parser("info", help="the driver in use (real or emulated), devices and toolchain").set_defaults(run=command)
+
+
+def command(args) -> int:
+    """The driver in use, each device, and the toolchain found."""
+    info = cuda.driver_info()
+    print(f"lowlevel {__version__}")
+    print(f"driver:  {info['kind']} - {info['description']}")
+    print(f"         CUDA driver API version {info['version']}")
+    for i in range(cuda.device_count()):
+        dev = cuda.Device(i)
+        major, minor = dev.compute_capability
+        print(f"device {i}: {dev.name}")
+        print(f"         compute capability {major}.{minor} (sm_{major}{minor}), "
+              f"{dev.multiprocessor_count} SMs, {dev.total_memory / 2**30:.1f} GiB, "
+              f"{dev.attribute('MAX_THREADS_PER_BLOCK')} threads/block max")
+    print("toolchain:")
+    for name, what in toolchain.summary().items():
+        print(f"  {name:10s} {what}")
+    return 0

@@ -1,0 +1,174 @@
+"""The dispatcher: call, redispatch, explain and route, over the tables of table.py.
+
+Every call computes a key set: the backend key of each tensor argument's device ("cpu" ->
+CPU, "cuda" -> CUDA, or a backend registered from user code), plus the thread's include set
+(e.g. Profiler while profiling), minus its exclude set. The op's table, computed when its
+kernels were registered, already knows which keys act on the op; the highest of those in
+the key set runs: a kernel (chosen by dtype), or a fallback that serves every op
+(Profiler's records the call, then redispatches below itself).
+
+Arguments are read duck-typed: a `device` with a `type`, a `dtype` with a `name`; the
+dispatcher knows nothing of tensors.
+"""
+import threading
+from contextlib import contextmanager
+
+from . import table
+from .keys import KeySet, backend_for, backend_keys
+
+
+class NotImplementedForKey(NotImplementedError):
+    pass
+
+
+# ---- thread-local include and exclude sets ----------------------------------------------------
+class _Local(threading.local):
+    include = 0          # bits of the keys added to every dispatch on this thread
+    exclude = 0          # bits of the keys removed from it
+
+
+_tls = _Local()
+
+
+@contextmanager
+def _tls_with(which: str, key):
+    bits = getattr(_tls, which)
+    added = not bits & key.bit
+    setattr(_tls, which, bits | key.bit)
+    try:
+        yield
+    finally:
+        if added:
+            setattr(_tls, which, getattr(_tls, which) & ~key.bit)
+
+
+def include(key):
+    """Add `key` to every dispatch on this thread inside the `with` block."""
+    return _tls_with("include", key)
+
+
+def exclude(key):
+    """Remove `key` from every dispatch on this thread inside the `with` block."""
+    return _tls_with("exclude", key)
+
+
+# ---- the key set of a call ----------------------------------------------------------------------
+def _device_bits(values) -> int:
+    bits = 0
+    for a in values:
+        device = getattr(a, "device", None)
+        kind = getattr(device, "type", None) if device is not None else None
+        if kind is not None:
+            key = backend_keys.get(kind)
+            bits |= key.bit if key is not None else backend_for(kind).bit     # backend_for raises
+    return bits
+
+
+def keyset_bits(args, kwargs=None) -> int:
+    """The key set of a call as bits: the tensors' backends, plus include, minus exclude."""
+    bits = _device_bits(args)
+    if kwargs:
+        bits |= _device_bits(kwargs.values())
+    return (bits | _tls.include) & ~_tls.exclude
+
+
+def keyset_for(args, kwargs=None) -> KeySet:
+    """The key set of a call: the tensors' backends, plus include, minus exclude."""
+    return KeySet(bits=keyset_bits(args, kwargs))
+
+
+def dtype_of(args) -> str | None:
+    """The dtype name of the first argument that has one: what chooses a backend's kernel."""
+    for a in args:
+        d = getattr(a, "dtype", None)
+        if d is not None and hasattr(d, "name"):
+            return d.name
+    return None
+
+
+# ---- running a call -------------------------------------------------------------------------------
+def _run(op_name: str, bits: int, args, kwargs):
+    """One lookup: the highest acting key of the op's table in `bits`, then its entry."""
+    op = table.tables.get(op_name)
+    if op is None:
+        raise NotImplementedForKey(f"no kernels are registered for op {op_name!r}")
+    acting = bits & op.acting
+    if not acting:
+        raise NotImplementedForKey(f"{op_name} has no kernel for any key in {KeySet(bits=bits)!r} "
+                                   f"(dtype {dtype_of(args)})")
+    entry = op.entries[acting.bit_length() - 1]
+    if entry.fallback is not None:
+        return entry.fallback.fn(op_name, KeySet(bits=bits & (entry.key.bit - 1)), args, kwargs)
+    dtype = dtype_of(args)
+    kernel = entry.kernel_for(dtype)
+    if kernel is None:
+        raise NotImplementedForKey(f"{op_name} has no {entry.key.name} kernel for dtype {dtype} "
+                                   f"(it has: {', '.join(entry.dtypes())})")
+    return kernel.fn(*args, **kwargs)
+
+
+def call(op_name: str, *args, **kwargs):
+    """Dispatch a call: compute its key set, then run the highest acting key."""
+    return _run(op_name, keyset_bits(args, kwargs), args, kwargs)
+
+
+def redispatch(op_name: str, keyset: KeySet, *args, **kwargs):
+    """Run `op_name` with the highest key of `keyset` that has something for it."""
+    return _run(op_name, keyset.bits, args, kwargs)
+
+
+# ---- explaining a call ----------------------------------------------------------------------------
+def _walk(op_name: str, keyset: KeySet, dtype: str | None):
+    """(key, what it does, the registration) for each key of `keyset` in order, up to the
+    one that ends the call; `what` is "nothing", "fallthrough", "fallback", "kernel" or
+    "missing-dtype" (then the registration is the KeyEntry, for the dtypes it has)."""
+    op = table.tables.get(op_name)
+    for key in keyset:
+        if op is None or not key.bit & (op.acting | op.fallthrough):
+            yield key, "nothing", None
+        elif key.bit & op.fallthrough:
+            yield key, "fallthrough", None
+        else:
+            entry = op.entries[key.priority]
+            if entry.fallback is not None:
+                yield key, "fallback", entry.fallback
+                continue
+            kernel = entry.kernel_for(dtype)
+            yield (key, "kernel", kernel) if kernel is not None else (key, "missing-dtype", entry)
+            return
+
+
+def explain(op_name: str, *args, **kwargs) -> str:
+    """The route a call would take, key by key, without running it; also printed."""
+    keyset = keyset_for(args, kwargs)
+    dtype = dtype_of(args)
+    lines = [f"{op_name}: key set {keyset!r}, dtype {dtype}"]
+    ends = False
+    for key, what, found in _walk(op_name, keyset, dtype):
+        if what == "nothing":
+            lines.append(f"  {key.name:10s} nothing registered: skipped")
+        elif what == "fallthrough":
+            lines.append(f"  {key.name:10s} fallthrough: skipped")
+        elif what == "fallback":
+            lines.append(f"  {key.name:10s} fallback {found.where}: runs, then redispatches below {key.name}")
+        elif what == "missing-dtype":
+            lines.append(f"  {key.name:10s} no kernel for {dtype} (has {', '.join(found.dtypes())}): error")
+            ends = True
+        else:
+            lines.append(f"  {key.name:10s} kernel {found.where}  <- chosen")
+            ends = True
+    if not ends:
+        lines.append("  no kernel: the call would raise NotImplementedError")
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
+def route_through(op_name: str, keyset: KeySet, dtype: str | None) -> list[str]:
+    """The names of the keys of `keyset` that act on the call (fallbacks, then the kernel's)."""
+    return [key.name for key, what, _ in _walk(op_name, keyset, dtype) if what not in ("nothing", "fallthrough")]
+
+
+def route(op_name: str, *args, **kwargs) -> list[str]:
+    """The keys a call would visit that do something (fallbacks, then the kernel's)."""
+    return route_through(op_name, keyset_for(args, kwargs), dtype_of(args))

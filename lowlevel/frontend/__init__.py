@@ -1,0 +1,15 @@
+"""Layer 1, the Python frontend: what a user of lowlevel holds and calls.
+
+    dtypes.py     the element types (DType), with their DLPack codes and typestrs
+    device.py     Device("cpu" | "cuda" | "cuda:1" | a user backend's device type)
+    shapes.py     strides, -1 inference and broadcasting, shared with the backends
+    tensor.py     Tensor (shape, strides, offset, dtype, device over a Storage) and its views
+    creation.py   empty, zeros, ones, full, arange, rand, randn, manual_seed, tensor()
+    ops.py        validate shapes, devices and dtypes, then hand the call to the dispatcher;
+                  attaches the ops to Tensor as its operators and methods
+    interop.py    DLPack (__dlpack__, from_dlpack) and __cuda_array_interface__
+
+Nothing here calls ctypes or knows a kernel: ops go through lowlevel.dispatch, and the
+backends (lowlevel.backends, above this layer) register the kernels.
+"""
+from . import creation, device, dtypes, interop, ops, shapes, tensor  # noqa: F401  (ops, interop attach Tensor methods)

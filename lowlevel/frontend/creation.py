@@ -1,0 +1,108 @@
+"""Layer 1: making tensors. empty, zeros, ones, full, arange, rand and randn, tensor() from
+data (lists, numbers, numpy arrays, tensors), and from_numpy_values, which the backends use
+to hand back results computed on the host.
+
+rand and randn draw on the host from a numpy Generator (manual_seed makes them repeatable)
+and copy to the device; a copy to a CUDA device is queued on the current stream.
+"""
+import math
+
+import numpy as np
+
+from ..cuda import current_stream, memcpy_htod_async
+from . import dtypes as dt
+from .device import Device
+from .dtypes import DType, as_dtype
+from .shapes import contiguous_strides, shape_args
+from .tensor import Storage, Tensor
+
+
+def empty(*shape, dtype=dt.float32, device="cpu") -> Tensor:
+    shape = tuple(shape_args(shape))
+    if any(s < 0 for s in shape):
+        raise ValueError(f"negative dimension in shape {shape}")
+    dtype, device = as_dtype(dtype), Device(device)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes >= 1 << 64:
+        raise ValueError(f"empty: shape {shape} of {dtype.name} is {nbytes} bytes, more than a 64-bit "
+                         f"address space holds")
+    storage = Storage(nbytes, device)
+    return Tensor(storage, shape, contiguous_strides(shape), 0, dtype)
+
+
+def from_numpy_values(values: np.ndarray, dtype: DType, device) -> Tensor:
+    """A tensor holding `values` (converted to dtype) on `device`."""
+    # np.array, not np.ascontiguousarray: that one turns a 0-d array into a 1-d one.
+    host = np.array(dtype.from_numpy_values(values), order="C")
+    device = Device(device)
+    if device.type == "cuda":
+        t = empty(host.shape, dtype=dtype, device=device)
+        if host.nbytes:
+            # From pageable memory the driver stages the bytes, so `host` may go at once.
+            memcpy_htod_async(t.data_ptr, host, current_stream())
+        return t
+    t = empty(host.shape, dtype=dtype, device=device)
+    t.storage.host[:host.nbytes] = host.reshape(-1).view(np.uint8)
+    return t
+
+
+def _default_dtype(values: np.ndarray, data) -> DType:
+    if isinstance(data, (np.ndarray, np.generic)):
+        return as_dtype(values.dtype)
+    kinds = {"f": dt.float32, "i": dt.int64, "u": dt.int64, "b": dt.bool_}   # as PyTorch does
+    if values.dtype.kind not in kinds:
+        raise TypeError(f"cannot make a tensor from {type(data).__name__} of {values.dtype}")
+    return kinds[values.dtype.kind]
+
+
+def tensor(data, dtype=None, device="cpu") -> Tensor:
+    """A new tensor from data (nested lists, numbers, numpy arrays, or another tensor)."""
+    if isinstance(data, Tensor):
+        # A copy made where the data is (device -> device stays on the device, no wait).
+        copy = data.clone() if Device(device) == data.device else data.to(device)
+        return copy if dtype is None else copy.to(dtype)
+    values = np.asarray(data)
+    dtype = as_dtype(dtype) if dtype is not None else _default_dtype(values, data)
+    return from_numpy_values(values, dtype, device)
+
+
+def zeros(*shape, dtype=dt.float32, device="cpu") -> Tensor:
+    return full(shape_args(shape), 0, dtype=dtype, device=device)
+
+
+def ones(*shape, dtype=dt.float32, device="cpu") -> Tensor:
+    return full(shape_args(shape), 1, dtype=dtype, device=device)
+
+
+def full(shape, value, dtype=dt.float32, device="cpu") -> Tensor:
+    dtype = as_dtype(dtype)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return from_numpy_values(np.full(shape, value), dtype, device)
+
+
+def arange(start, stop=None, step=1, dtype=None, device="cpu") -> Tensor:
+    if stop is None:
+        start, stop = 0, start
+    values = np.arange(start, stop, step)
+    return from_numpy_values(values, as_dtype(dtype) if dtype else (dt.int64 if values.dtype.kind in "iu"
+                                                                     else dt.float32), device)
+
+
+_generator = np.random.default_rng()
+
+
+def manual_seed(seed: int) -> None:
+    """Make rand and randn repeatable."""
+    global _generator
+    _generator = np.random.default_rng(seed)
+
+
+def rand(*shape, dtype=dt.float32, device="cpu", generator=None) -> Tensor:
+    """Uniform on [0, 1), drawn on the host (seed with manual_seed or pass a numpy Generator)."""
+    rng = generator or _generator
+    return from_numpy_values(rng.random(tuple(shape_args(shape))), as_dtype(dtype), device)
+
+
+def randn(*shape, dtype=dt.float32, device="cpu", generator=None) -> Tensor:
+    rng = generator or _generator
+    return from_numpy_values(rng.standard_normal(tuple(shape_args(shape))), as_dtype(dtype), device)

@@ -1,0 +1,35 @@
+"""Where a tensor lives: Device("cpu"), Device("cuda"), Device("cuda:1"), or a device type
+that a backend registered from user code handles."""
+from ..cuda import device_count
+
+
+class Device:
+    """A device type and, except for the CPU, an index (0 when none is given)."""
+
+    def __init__(self, spec="cpu", index: int | None = None):
+        if isinstance(spec, Device):
+            spec, index = spec.type, spec.index
+        kind, _, number = str(spec).partition(":")
+        self.type = kind
+        self.index = int(number) if number else (index if index is not None else (0 if kind != "cpu" else None))
+
+    def __eq__(self, other):
+        other = Device(other) if isinstance(other, str) else other
+        return isinstance(other, Device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+    def __repr__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+def check_ordinal(device: Device) -> None:
+    """A CUDA device that exists: "cuda:7" on a one-GPU machine is an error (as PyTorch's
+    "invalid device ordinal"), not a tensor that claims device 7 and lives on device 0."""
+    if device.index == 0:
+        return              # always there: a driver is used only when it has a device
+    count = device_count()
+    if not 0 <= device.index < count:
+        known = "cuda:0" if count == 1 else f"cuda:0 to cuda:{count - 1}"
+        raise ValueError(f"invalid device ordinal: {device} does not exist (the CUDA devices are {known})")

@@ -1,0 +1,234 @@
+"""Layer 1: the tensor. Metadata (shape, strides, offset, dtype, device) over a storage.
+
+A CUDA tensor's storage is a block from the caching allocator; a CPU tensor's is a numpy
+byte buffer. Views (reshape, transpose, slicing, expand) share the storage and only change
+the metadata. Nothing here waits for the GPU except what must hand values to Python:
+item(), numpy(), repr and to("cpu").
+
+The methods that run an op (the operators, sum() ... exp(), to(), contiguous(), clone())
+are attached by ops.py, and the interchange protocols (__dlpack__, __dlpack_device__,
+__cuda_array_interface__) by interop.py: both modules need Tensor, so this module needs
+neither and there is no import cycle. Importing lowlevel.frontend loads all three.
+"""
+import functools
+import math
+
+import numpy as np
+
+from ..cuda import current_stream
+from ..cuda.allocator import get_allocator
+from ..cuda.context import release_later
+from .device import Device, check_ordinal
+from .dtypes import DType
+from .shapes import contiguous_strides, infer_shape, shape_args
+
+
+class Storage:
+    """The bytes behind one or more tensors."""
+
+    def __init__(self, nbytes: int, device: Device):
+        self.nbytes = nbytes
+        self.device = device
+        self.block = None           # CUDA: a block of the caching allocator
+        self.host = None            # CPU: a numpy byte buffer
+        self.keeper = None          # foreign memory: what keeps its owner's bytes alive
+        if device.type == "cuda":
+            check_ordinal(device)
+            self.allocator = get_allocator()
+            self.block = self.allocator.allocate(max(1, nbytes), current_stream())
+        else:
+            # A whole number of 8-byte words, so the bytes can be viewed as any element type.
+            self.host = np.zeros(max(8, nbytes + (-nbytes % 8)), np.uint8)
+
+    @classmethod
+    def foreign(cls, nbytes: int, device: Device, *, host=None, block=None, allocator=None,
+                keeper=None) -> "Storage":
+        """Bytes another library owns (DLPack): `keeper` holds them; `allocator.free` is
+        what dropping the storage calls for a device `block`."""
+        storage = cls.__new__(cls)
+        storage.nbytes, storage.device = nbytes, device
+        storage.host, storage.block, storage.keeper = host, block, keeper
+        if block is not None:
+            storage.allocator = allocator
+        return storage
+
+    @property
+    def ptr(self) -> int:
+        return self.block.address          # refused once the device's context was reset
+
+    def __del__(self):
+        # The block goes back to the allocator at the next safe point, not here: the
+        # collector may run this inside the allocator's own lock (see release_later).
+        if self.block is not None:
+            try:
+                release_later(functools.partial(self.allocator.free, self.block))
+            except Exception:       # at interpreter teardown the modules may be gone
+                pass
+
+
+class Tensor:
+    def __init__(self, storage: Storage, shape, strides, offset: int, dtype: DType):
+        self.storage = storage
+        self.shape = tuple(int(s) for s in shape)
+        self.strides = tuple(int(s) for s in strides)
+        self.offset = int(offset)
+        self.dtype = dtype
+        self.device = storage.device
+
+    # -- metadata ----------------------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def is_contiguous(self) -> bool:
+        expected = contiguous_strides(self.shape)
+        return all(st == ex for st, ex, sz in zip(self.strides, expected, self.shape) if sz != 1)
+
+    @property
+    def data_ptr(self) -> int:
+        """The device address of the first element (CUDA tensors)."""
+        return self.storage.ptr + self.offset * self.dtype.itemsize
+
+    def host_view(self) -> np.ndarray:
+        """The elements as a strided numpy view over host storage (non-CUDA devices): what
+        a host backend computes on."""
+        base = self.storage.host.view(self.dtype.storage)
+        item = self.dtype.itemsize
+        return np.lib.stride_tricks.as_strided(base[self.offset:], self.shape, [s * item for s in self.strides])
+
+    # -- views -------------------------------------------------------------------------------
+    def _view(self, shape, strides, offset=None) -> "Tensor":
+        return Tensor(self.storage, shape, strides, self.offset if offset is None else offset, self.dtype)
+
+    def view(self, *shape) -> "Tensor":
+        """The same elements in a new shape; only for layouts where no copy is needed."""
+        shape = infer_shape(shape_args(shape), self.numel())
+        if not self.is_contiguous():
+            raise RuntimeError(f"view{shape}: the tensor {self.shape} with strides {self.strides} is not "
+                               f"contiguous; use reshape() (which copies) or contiguous() first")
+        return self._view(shape, contiguous_strides(shape))
+
+    def reshape(self, *shape) -> "Tensor":
+        """A view when the layout allows, else a contiguous copy."""
+        shape = infer_shape(shape_args(shape), self.numel())
+        source = self if self.is_contiguous() else self.contiguous()
+        return source._view(shape, contiguous_strides(shape))
+
+    def permute(self, *dims) -> "Tensor":
+        dims = shape_args(dims)
+        if sorted(d % self.ndim for d in dims) != list(range(self.ndim)):
+            raise ValueError(f"permute{tuple(dims)}: not a permutation of the {self.ndim} dimensions")
+        dims = [d % self.ndim for d in dims]
+        return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims])
+
+    def transpose(self, d0: int, d1: int) -> "Tensor":
+        order = list(range(self.ndim))
+        order[d0], order[d1] = order[d1], order[d0]
+        return self.permute(order)
+
+    @property
+    def T(self) -> "Tensor":
+        return self.permute(list(reversed(range(self.ndim))))
+
+    def expand(self, *shape) -> "Tensor":
+        """Broadcast size-1 dimensions to `shape` without copying (their stride becomes 0)."""
+        shape = shape_args(shape)
+        if len(shape) < self.ndim:
+            raise ValueError(f"expand{tuple(shape)}: fewer dimensions than the tensor's {self.shape}")
+        lead = len(shape) - self.ndim
+        new_strides = []
+        for i, size in enumerate(shape):
+            if i < lead:
+                new_strides.append(0)
+                continue
+            own, stride = self.shape[i - lead], self.strides[i - lead]
+            if size == -1 or size == own:
+                new_strides.append(stride)
+            elif own == 1:
+                new_strides.append(0)
+            else:
+                raise ValueError(f"expand: dimension {i} of size {own} cannot become {size} (shape {self.shape})")
+        shape = [self.shape[i - lead] if s == -1 else s for i, s in enumerate(shape)]
+        return self._view(shape, new_strides)
+
+    def __getitem__(self, index) -> "Tensor":
+        if not isinstance(index, tuple):
+            index = (index,)
+        if any(i is Ellipsis for i in index):
+            at = index.index(Ellipsis)
+            fill = self.ndim - (len(index) - 1 - sum(i is None for i in index))
+            index = index[:at] + (slice(None),) * fill + index[at + 1:]
+        shape, strides, offset, dim = [], [], self.offset, 0
+        for i in index:
+            if i is None:
+                shape.append(1)
+                strides.append(0)
+                continue
+            if dim >= self.ndim:
+                raise IndexError(f"too many indices for a tensor of shape {self.shape}")
+            size, stride = self.shape[dim], self.strides[dim]
+            if isinstance(i, (int, np.integer)):
+                j = int(i) + size if i < 0 else int(i)
+                if not 0 <= j < size:
+                    raise IndexError(f"index {i} is out of range for dimension {dim} of size {size}")
+                offset += j * stride
+            elif isinstance(i, slice):
+                start, stop, step = i.indices(size)
+                if step <= 0:
+                    raise ValueError("slices with step <= 0 are not supported")
+                shape.append(len(range(start, stop, step)))
+                strides.append(stride * step)
+                offset += start * stride if shape[-1] else 0
+            else:
+                raise TypeError(f"unsupported index {i!r} (ints, slices, None and ... are)")
+            dim += 1
+        shape += self.shape[dim:]
+        strides += self.strides[dim:]
+        return self._view(shape, strides, offset)
+
+    # -- data movement (to() and contiguous() are attached by ops.py) ---------------------
+    def cuda(self) -> "Tensor":
+        return self.to("cuda")
+
+    def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def numpy(self) -> np.ndarray:
+        """The values as a new numpy array (waits for the GPU for a CUDA tensor)."""
+        host = self if self.device.type == "cpu" else self.to("cpu")
+        return host.dtype.to_numpy_values(np.array(host.host_view()))
+
+    def __array__(self, dtype=None, copy=None):
+        if self.device.type != "cpu":
+            raise TypeError(f"a {self.device} tensor is not a numpy array; call .numpy() to copy it to the host")
+        values = self.numpy()
+        return values if dtype is None else values.astype(dtype)
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item() needs exactly one element, the tensor has {self.numel()} (shape {self.shape})")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __repr__(self):
+        values = np.array2string(self.numpy(), separator=", ", precision=4, threshold=64)
+        return f"tensor({values}, dtype={self.dtype.name}, device={self.device})"
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise ValueError(f"the truth value of a tensor with {self.numel()} elements is ambiguous "
+                             f"(shape {self.shape}); use .item() on a single element")
+        return bool(self.item())
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
