@@ -11,6 +11,9 @@ def cmd_info(args) -> int:
     print(f"lowlevel {lowlevel.__version__}")
     print(f"driver:  {info['kind']} - {info['description']}")
     print(f"         CUDA driver API version {info['version']}")
+    if info["kind"] == "emu":
+        from lowlevel.emu import assembler
+        print(f"         PTX JIT: {assembler.description()}")
     for i in range(cuda.device_count()):
         dev = cuda.Device(i)
         major, minor = dev.compute_capability
