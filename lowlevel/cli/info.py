@@ -13,6 +13,9 @@ def command(args) -> int:
     print(f"lowlevel {__version__}")
     print(f"driver:  {info['kind']} - {info['description']}")
     print(f"         CUDA driver API version {info['version']}")
+    if info["kind"] == "emu":
+        from ..emu import assembler     # only the emulated GPU has a JIT of lowlevel's own
+        print(f"         PTX JIT: {assembler.description()}")
     for i in range(cuda.device_count()):
         dev = cuda.Device(i)
         major, minor = dev.compute_capability
