@@ -232,8 +232,17 @@ def test_a_register_count_of_2_to_the_32_is_refused_as_ptxas_does(driver):
     with pytest.raises(cuda.CudaError) as info:
         cuda.Module.from_ptx(huge_registers_ptx(1 << 32))
     assert info.value.name == "CUDA_ERROR_INVALID_PTX"
-    if driver.kind == "emu":
-        assert "line 6" in str(info.value) and "%rd<4294967296>" in str(info.value)
+
+
+def test_without_an_assembler_the_emulators_own_checks_refuse_a_register_count_of_2_to_the_32(
+        monkeypatch):
+    from lowlevel.emu import assembler
+    monkeypatch.setenv(assembler.ENV, "0")
+    cuda.use_driver("emu")
+    with pytest.raises(cuda.CudaError) as info:
+        cuda.Module.from_ptx(huge_registers_ptx(1 << 32))
+    assert info.value.name == "CUDA_ERROR_INVALID_PTX"
+    assert "line 6" in str(info.value) and "%rd<4294967296>" in str(info.value)
 
 
 # --- 5. broken fatbins ----------------------------------------------------------------------------
