@@ -19,6 +19,7 @@ import tempfile
 import pytest
 
 from lowlevel import cuda
+from lowlevel.emu import device
 
 SEED = 20250917
 PER_KIND = 3                        # mutants of each kind per source kernel
@@ -200,7 +201,8 @@ def mutants() -> list[tuple[str, str]]:
 def ptxas_accepts(ptxas: str, folder: str, index: int, text: str) -> tuple[bool, str]:
     path = pathlib.Path(folder) / f"mutant{index}.ptx"
     path.write_text(text)
-    out = subprocess.run([ptxas, "-arch=sm_90", str(path), "-o", str(path.with_suffix(".cubin"))],
+    arch = f"-arch=sm_{device.arch()}"          # the emulated device's (sm_90 unless LOWLEVEL_EMU_CC says)
+    out = subprocess.run([ptxas, arch, str(path), "-o", str(path.with_suffix(".cubin"))],
                          capture_output=True, text=True, timeout=120)
     return out.returncode == 0, out.stderr.strip()
 
