@@ -65,7 +65,7 @@ def load_compiled(ptx: str):
     (CUDA_ERROR_UNSUPPORTED_PTX_VERSION). There the PTX is assembled for the GPU's own
     architecture with nvJitLink and loaded as SASS, as Module.from_cuda does."""
     from lowlevel import compiler, cuda
-    from lowlevel.cuda.versions import max_ptx_isa, ptx_isa_version
+    from lowlevel.capi.versions import max_ptx_isa, ptx_isa_version
     drv = cuda.get_driver()
     if drv.kind == "cuda" and ptx_isa_version(ptx) > max_ptx_isa(drv.version()):
         return cuda.Module.from_cubin(compiler.link_ptx(ptx, cuda.Device(0).compute_capability))

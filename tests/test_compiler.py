@@ -11,7 +11,7 @@ import pytest
 
 from lowlevel import compiler, cuda
 from lowlevel.compiler import select
-from lowlevel.emu.images import KIND_ELF, KIND_PTX, fatbin_entries
+from lowlevel.capi.images import KIND_ELF, KIND_PTX, fatbin_entries
 from lowlevel.toolchain import find_tool
 from conftest import poisoned
 

@@ -1,5 +1,5 @@
-"""Regenerate lowlevel/cuda/constants.py (from cuda.h, nvidia-cuda-runtime wheel) and
-lowlevel/cuda/cublas_constants.py (from cublas_api.h and library_types.h, nvidia-cublas wheel).
+"""Regenerate lowlevel/capi/constants.py (from cuda.h, nvidia-cuda-runtime wheel) and
+lowlevel/capi/cublas_constants.py (from cublas_api.h and library_types.h, nvidia-cublas wheel).
 
 The enum values are facts of the driver ABI; reading them from the header (instead of typing
 them) keeps them right. Only names and values are taken: descriptions are written by hand in
@@ -83,7 +83,7 @@ def write_module(out: pathlib.Path, header_name: str, enums: dict, texts: list[s
 
 def main() -> None:
     from cuda.pathfinder import find_nvidia_header_directory
-    package = pathlib.Path(__file__).resolve().parent.parent / "lowlevel" / "cuda"
+    package = pathlib.Path(__file__).resolve().parent.parent / "lowlevel" / "capi"
     header = find_header()
     text = header.read_text()
     version = re.search(r"#define CUDA_VERSION (\d+)", text).group(1)

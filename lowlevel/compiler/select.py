@@ -6,7 +6,7 @@ driver is at least as new as the compiler's PTX ISA: NVRTC 13.5 writes `.version
 which a CUDA 13.0 driver refuses (CUDA_ERROR_UNSUPPORTED_PTX_VERSION). The emulated GPU
 runs PTX only, so there PTX must fit its driver version.
 """
-from ..cuda.versions import max_ptx_isa
+from ..capi.versions import max_ptx_isa
 
 
 class NoLoadableImage(RuntimeError):

@@ -12,7 +12,7 @@ import ctypes
 import signal
 import threading
 
-from .enums import enum_value
+from ..capi.enums import enum_value
 from .driver import Driver, get_driver
 from .errors import ContextResetError
 

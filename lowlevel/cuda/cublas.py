@@ -20,7 +20,7 @@ from .. import trace
 from .checked import IntegerArguments
 from .context import ContextBound, ContextResource, current_device_ordinal, ensure_context
 from .driver import _show
-from .cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
+from ..capi.cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
 from .memory import _ptr
 from .stream import stream_handle
 

@@ -17,7 +17,7 @@ import time
 from .. import trace
 from . import bindings
 from .checked import IntegerArguments
-from .constants import CURESULT, CURESULT_NAME
+from ..capi.constants import CURESULT, CURESULT_NAME
 from .errors import CudaError
 
 DEFAULT_LIBCUDA = "libcuda.so.1"

@@ -1,5 +1,5 @@
 """CudaError: a failed driver call, with everything needed to understand it."""
-from .constants import CURESULT_NAME
+from ..capi.constants import CURESULT_NAME
 
 
 class CudaError(RuntimeError):

@@ -11,7 +11,7 @@ transposed view (a matrix stored the other way round) is just a transpose flag.
 import numpy as np
 
 from . import cublas
-from .cublas_constants import MATH_MODE
+from ..capi.cublas_constants import MATH_MODE
 
 _EX_TYPES = {np.dtype(np.float16): "R_16F", "bfloat16": "R_16BF"}
 

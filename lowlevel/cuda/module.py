@@ -11,14 +11,14 @@ import weakref
 from ctypes import c_uint
 
 from .checked import c_integer, integer
-from .constants import CURESULT, JIT_OPTION
-from .enums import enum_value
+from ..capi.constants import CURESULT, JIT_OPTION
+from ..capi.enums import enum_value
 from .context import ContextBound, ContextResource, ensure_context
 from .errors import CudaError
 from .kernel_args import PackedArgs, pack_value
 from .ptx_signature import kernel_params
 from .stream import stream_handle
-from .versions import ptx_isa_version
+from ..capi.versions import ptx_isa_version
 
 LOG_SIZE = 64 * 1024
 INVALID_VALUE = CURESULT["CUDA_ERROR_INVALID_VALUE"]
@@ -212,7 +212,7 @@ def _image_kind(kind: str, image: bytes, drv) -> str:
     if kind == "cubin":
         return "sass"
     if kind == "fatbin" and drv.kind == "cuda":
-        from ..emu.images import KIND_ELF, fatbin_entries
+        from ..capi.images import KIND_ELF, fatbin_entries
         from .context import Device
         major, minor = Device(ensure_context()[1].ordinal).compute_capability
         if any(e["kind"] == KIND_ELF and e["arch"] == 10 * major + minor for e in fatbin_entries(image)):

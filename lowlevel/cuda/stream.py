@@ -11,7 +11,7 @@ import sys
 import threading
 import traceback
 
-from .bindings import CUhostFn
+from ..capi.prototypes import CUhostFn
 from .context import ContextBound, ContextResource, set_in_host_callback
 from .driver import NOT_READY
 

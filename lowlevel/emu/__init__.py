@@ -1,0 +1,21 @@
+"""Layer 5 without a GPU: the emulated GPU, behind the same C function table as libcuda.
+
+What the layers above use (lowlevel/cuda binds the driver and cuBLAS tables, the CLI
+reports on it); nothing else of the emulator is imported from outside it:
+
+    functions()              the driver's C functions, by public name (ctypes callbacks wrap them)
+    cublas_functions()       cuBLAS's C functions, by name
+    error_details(code)      what the emulator knows about the last failure (kernel, thread, line)
+    pending_interrupt()      a Ctrl-C that arrived inside an emulated call, to raise again
+    thread_instructions()    thread-instructions executed so far (for the trace)
+    assembler_description()  which checks the emulated JIT runs: ptxas, or its own
+    check_ptx(text)          the emulator's parse of PTX (raises PtxError when it refuses)
+"""
+from .assembler import description as assembler_description
+from .cublas import functions as cublas_functions
+from .driver import error_details, functions, pending_interrupt, thread_instructions
+from .faults import PtxError
+from .ptx_parser import load_ptx as check_ptx
+
+__all__ = ["PtxError", "assembler_description", "check_ptx", "cublas_functions", "error_details", "functions",
+           "pending_interrupt", "thread_instructions"]

@@ -19,7 +19,7 @@ import traceback
 
 import numpy as np
 
-from ..cuda.cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
+from ..capi.cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
 from . import driver as emu_driver
 from .errors import EmuError, static_c_string
 from .faults import KernelFault

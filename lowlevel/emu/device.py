@@ -6,9 +6,9 @@ they are enforced: a launch beyond them fails as it would on the hardware.
 `LOWLEVEL_EMU_DRIVER_VERSION=12040` the CUDA version the driver claims.
 """
 import os
-import re
 
-from ..cuda.constants import DEVICE_ATTRIBUTE
+from ..capi import versions
+from ..capi.constants import DEVICE_ATTRIBUTE
 
 # What cuDriverGetVersion reports (CUDA 13.5); LOWLEVEL_EMU_DRIVER_VERSION=12040 makes the
 # emulated GPU behave as an older driver, e.g. refusing PTX newer than ISA 8.4.
@@ -35,21 +35,8 @@ def arch() -> int:
 
 
 def target_refusal(target: str, have: int | None = None) -> str:
-    """Why PTX for `.target target` cannot run on this device ('' when it can), as a JIT
-    refuses it: PTX for sm_XY runs on compute capability X.Y and above; an architecture-
-    specific target (sm_90a, sm_100f) only on exactly that architecture."""
-    m = re.fullmatch(r"sm_(\d+)([af]?)", target)
-    if m is None:
-        return f"unknown target {target!r}"
-    want, suffix = int(m.group(1)), m.group(2)
-    have = arch() if have is None else have
-    if want > have:
-        return (f"SM version specified by .target ({target}) is higher than this device's "
-                f"(sm_{have}, compute capability {have // 10}.{have % 10})")
-    if suffix and want != have:
-        return (f".target {target} is architecture-specific: it runs on sm_{want} only, "
-                f"and this device is sm_{have}")
-    return ""
+    """Why PTX for `.target target` cannot run on this device ('' when it can)."""
+    return versions.target_refusal(target, arch() if have is None else have)
 
 
 def memory_size() -> int:

@@ -16,12 +16,12 @@ import sys
 import threading
 import traceback
 
-from ..cuda.constants import CURESULT, CURESULT_NAME, FUNCTION_ATTRIBUTE, JIT_OPTION
-from ..cuda.versions import max_ptx_isa
+from ..capi.constants import CURESULT, CURESULT_NAME, FUNCTION_ATTRIBUTE, JIT_OPTION
+from ..capi.versions import max_ptx_isa
 from . import device
 from .errors import EmuError, describe, static_c_string
 from .faults import PtxError
-from .images import ImageError, ptx_from_fatbin, read_image
+from ..capi.images import ImageError, ptx_from_fatbin, read_image
 from .memory import AccessFault, DeviceMemory, OutOfMemory
 from .streams import Event, Stream
 
@@ -924,7 +924,7 @@ def _param_buffer(kernel, kernel_params: int, extra: int) -> bytes:
 
 def _check_config(f: Function, grid, block, shared: int) -> None:
     limits = device.attributes()
-    from ..cuda.constants import DEVICE_ATTRIBUTE as A
+    from ..capi.constants import DEVICE_ATTRIBUTE as A
     maxima_block = [limits[A[f"CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_{c}"]] for c in "XYZ"]
     maxima_grid = [limits[A[f"CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{c}"]] for c in "XYZ"]
     name = f.kernel.name
@@ -1024,7 +1024,7 @@ def cuLaunchHostFunc(stream_handle, fn, user_data):
     stream = ctx.stream(stream_handle)
     if not fn:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL host function")
-    from ..cuda.bindings import CUhostFn
+    from ..capi.prototypes import CUhostFn
     callback = CUhostFn(fn)
     ctx.submit(stream, lambda: callback(user_data), "host function")
 

@@ -287,7 +287,7 @@ def test_fatbin_reader_fuzz(driver, rng):
     """Truncated fatbins, entry sizes and header sizes (the offset of each payload) that do
     not add up, and flipped bytes: an error naming the image (or the PTX, or the GPU),
     never CUDA_ERROR_UNKNOWN; the reader never reads past what the header claims."""
-    import lowlevel.emu.images as images
+    import lowlevel.capi.images as images
     emu_codes = {"CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_INVALID_PTX", "CUDA_ERROR_NO_BINARY_FOR_GPU"}
     good = good_fatbin()
     cases = []

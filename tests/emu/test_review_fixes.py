@@ -19,9 +19,9 @@ import pytest
 
 from engine_helpers import HEADER, Buf, launch
 from lowlevel import cuda
-from lowlevel.cuda.constants import CURESULT
+from lowlevel.capi.constants import CURESULT
 from lowlevel.emu import driver as emu_driver
-from lowlevel.emu import images
+from lowlevel.capi import images
 from lowlevel.emu.faults import KernelFault, PtxError
 from lowlevel.emu.memory import DeviceMemory
 from lowlevel.emu.ptx_parser import load_ptx
@@ -483,7 +483,7 @@ def test_a_thread_whose_context_was_reset_reaches_the_fresh_one(driver):
 
 def test_a_cublas_handle_dies_with_its_context(driver):
     emu_only(driver)
-    from lowlevel.cuda.cublas_constants import STATUS
+    from lowlevel.capi.cublas_constants import STATUS
     from lowlevel.emu import cublas as emu_cublas
     h = ctypes.c_void_p()
     assert emu_cublas.FUNCTIONS["cublasCreate_v2"](ctypes.addressof(h)) == 0

@@ -17,6 +17,8 @@ import ctypes
 import re
 import struct
 
+from .versions import target_refusal
+
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_WRAPPER_MAGIC = 0x466243B1   # the __fatBinC_Wrapper_t that cuModuleLoadFatBinary may get
 ELF_MAGIC = b"\x7fELF"
@@ -145,7 +147,6 @@ def ptx_from_fatbin(data: bytes, device_arch: int | None = None) -> str:
     # invalid UTF-8 becomes U+FFFD: fine in a comment, refused elsewhere by the PTX parser
     texts = [_decompress(e).rstrip(b"\0").decode("utf-8", "replace") for e in usable]
     if device_arch is not None:
-        from .device import target_refusal
         for text in texts:          # an arch-specific sm_90a entry suits sm_90 alone
             m = re.search(r"^\s*\.target\s+(\w+)", text, re.M)
             if m is None or not target_refusal(m.group(1), device_arch):

@@ -24,3 +24,20 @@ def ptx_isa_version(ptx: str) -> tuple[int, int]:
     if not m:
         raise ValueError("PTX text without a .version directive")
     return int(m.group(1)), int(m.group(2))
+
+
+def target_refusal(target: str, have: int) -> str:
+    """Why PTX for `.target target` cannot run on this device ('' when it can), as a JIT
+    refuses it: PTX for sm_XY runs on compute capability X.Y and above; an architecture-
+    specific target (sm_90a, sm_100f) only on exactly that architecture."""
+    m = re.fullmatch(r"sm_(\d+)([af]?)", target)
+    if m is None:
+        return f"unknown target {target!r}"
+    want, suffix = int(m.group(1)), m.group(2)
+    if want > have:
+        return (f"SM version specified by .target ({target}) is higher than the device's "
+                f"(sm_{have}, compute capability {have // 10}.{have % 10})")
+    if suffix and want != have:
+        return (f".target {target} is architecture-specific: it runs on sm_{want} only, "
+                f"and the device is sm_{have}")
+    return ""

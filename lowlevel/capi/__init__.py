@@ -1,0 +1,12 @@
+"""The C API both drivers implement, and nothing else: no calls, no state.
+
+    prototypes.py        every driver function lowlevel calls: symbol and argument types
+    constants.py         CUresult codes, attributes, JIT options (generated from cuda.h)
+    cublas_constants.py  cuBLAS enums (generated from cublas_api.h and library_types.h)
+    enums.py             those enums looked up by name ("NUM_REGS" or "CU_FUNC_ATTRIBUTE_NUM_REGS")
+    versions.py          driver versions and the PTX ISA each one JITs
+    images.py            what a module image is: PTX text, a cubin (ELF) or a fatbin, and
+                         the entries of a fatbin
+
+Every other layer may import this package; it imports nothing of lowlevel.
+"""

@@ -1,0 +1,95 @@
+"""The C prototypes of every driver function lowlevel calls, as cuda.h declares them.
+
+Each entry is the public name, the exported symbol that cuda.h maps it to (the versioned
+`_v2` names), and the argument types. Every function returns a CUresult (a C int). Both
+drivers implement this table: the real libcuda, and the emulated GPU (lowlevel/emu).
+Pointers are declared `c_void_p` (callers pass `byref(x)`, buffers or ints); device pointers
+(CUdeviceptr) are 64-bit integers, which is what they are in C.
+"""
+import ctypes
+from ctypes import c_char_p, c_int, c_size_t, c_uint, c_uint64, c_ubyte, c_void_p
+
+CUresult = c_int
+CUdevice = c_int
+CUdeviceptr = c_uint64
+handle = c_void_p          # CUcontext, CUmodule, CUfunction, CUstream, CUevent: opaque pointers
+ptr = c_void_p             # any T* (out-parameters, host buffers, arrays)
+
+# public name: (exported symbol, argument types)
+PROTOTYPES: dict[str, tuple[str, tuple]] = {
+    # initialisation, versions, errors
+    "cuInit":                     ("cuInit", (c_uint,)),
+    "cuDriverGetVersion":         ("cuDriverGetVersion", (ptr,)),
+    "cuGetErrorName":             ("cuGetErrorName", (CUresult, ptr)),
+    "cuGetErrorString":           ("cuGetErrorString", (CUresult, ptr)),
+    # devices
+    "cuDeviceGetCount":           ("cuDeviceGetCount", (ptr,)),
+    "cuDeviceGet":                ("cuDeviceGet", (ptr, c_int)),
+    "cuDeviceGetName":            ("cuDeviceGetName", (ptr, c_int, CUdevice)),
+    "cuDeviceTotalMem":           ("cuDeviceTotalMem_v2", (ptr, CUdevice)),
+    "cuDeviceGetAttribute":       ("cuDeviceGetAttribute", (ptr, c_int, CUdevice)),
+    # the primary context
+    "cuDevicePrimaryCtxRetain":   ("cuDevicePrimaryCtxRetain", (ptr, CUdevice)),
+    "cuDevicePrimaryCtxRelease":  ("cuDevicePrimaryCtxRelease_v2", (CUdevice,)),
+    "cuDevicePrimaryCtxReset":    ("cuDevicePrimaryCtxReset_v2", (CUdevice,)),
+    "cuCtxSetCurrent":            ("cuCtxSetCurrent", (handle,)),
+    "cuCtxGetCurrent":            ("cuCtxGetCurrent", (ptr,)),
+    "cuCtxGetDevice":             ("cuCtxGetDevice", (ptr,)),
+    "cuCtxSynchronize":           ("cuCtxSynchronize", ()),
+    # memory
+    "cuMemGetInfo":               ("cuMemGetInfo_v2", (ptr, ptr)),
+    "cuMemAlloc":                 ("cuMemAlloc_v2", (ptr, c_size_t)),
+    "cuMemFree":                  ("cuMemFree_v2", (CUdeviceptr,)),
+    "cuMemGetAddressRange":       ("cuMemGetAddressRange_v2", (ptr, ptr, CUdeviceptr)),
+    "cuMemAllocHost":             ("cuMemAllocHost_v2", (ptr, c_size_t)),
+    "cuMemFreeHost":              ("cuMemFreeHost", (ptr,)),
+    "cuMemAllocAsync":            ("cuMemAllocAsync", (ptr, c_size_t, handle)),
+    "cuMemFreeAsync":             ("cuMemFreeAsync", (CUdeviceptr, handle)),
+    "cuMemcpyHtoD":               ("cuMemcpyHtoD_v2", (CUdeviceptr, ptr, c_size_t)),
+    "cuMemcpyDtoH":               ("cuMemcpyDtoH_v2", (ptr, CUdeviceptr, c_size_t)),
+    "cuMemcpyDtoD":               ("cuMemcpyDtoD_v2", (CUdeviceptr, CUdeviceptr, c_size_t)),
+    "cuMemcpyHtoDAsync":          ("cuMemcpyHtoDAsync_v2", (CUdeviceptr, ptr, c_size_t, handle)),
+    "cuMemcpyDtoHAsync":          ("cuMemcpyDtoHAsync_v2", (ptr, CUdeviceptr, c_size_t, handle)),
+    "cuMemcpyDtoDAsync":          ("cuMemcpyDtoDAsync_v2", (CUdeviceptr, CUdeviceptr, c_size_t, handle)),
+    "cuMemsetD8":                 ("cuMemsetD8_v2", (CUdeviceptr, c_ubyte, c_size_t)),
+    "cuMemsetD32":                ("cuMemsetD32_v2", (CUdeviceptr, c_uint, c_size_t)),
+    "cuMemsetD8Async":            ("cuMemsetD8Async", (CUdeviceptr, c_ubyte, c_size_t, handle)),
+    "cuMemsetD32Async":           ("cuMemsetD32Async", (CUdeviceptr, c_uint, c_size_t, handle)),
+    # modules and functions
+    "cuModuleLoadData":           ("cuModuleLoadData", (ptr, ptr)),
+    "cuModuleLoadDataEx":         ("cuModuleLoadDataEx", (ptr, ptr, c_uint, ptr, ptr)),
+    "cuModuleLoadFatBinary":      ("cuModuleLoadFatBinary", (ptr, ptr)),
+    "cuModuleUnload":             ("cuModuleUnload", (handle,)),
+    "cuModuleGetFunction":        ("cuModuleGetFunction", (ptr, handle, c_char_p)),
+    "cuModuleGetGlobal":          ("cuModuleGetGlobal_v2", (ptr, ptr, handle, c_char_p)),
+    "cuFuncGetAttribute":         ("cuFuncGetAttribute", (ptr, c_int, handle)),
+    "cuFuncGetParamInfo":         ("cuFuncGetParamInfo", (handle, c_size_t, ptr, ptr)),
+    "cuLaunchKernel":             ("cuLaunchKernel", (handle, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint,
+                                                      c_uint, handle, ptr, ptr)),
+    # streams
+    "cuStreamCreate":             ("cuStreamCreate", (ptr, c_uint)),
+    "cuStreamDestroy":            ("cuStreamDestroy_v2", (handle,)),
+    "cuStreamSynchronize":        ("cuStreamSynchronize", (handle,)),
+    "cuStreamQuery":              ("cuStreamQuery", (handle,)),
+    "cuStreamWaitEvent":          ("cuStreamWaitEvent", (handle, handle, c_uint)),
+    "cuLaunchHostFunc":           ("cuLaunchHostFunc", (handle, ptr, ptr)),
+    # events
+    "cuEventCreate":              ("cuEventCreate", (ptr, c_uint)),
+    "cuEventDestroy":             ("cuEventDestroy_v2", (handle,)),
+    "cuEventRecord":              ("cuEventRecord", (handle, handle)),
+    "cuEventSynchronize":         ("cuEventSynchronize", (handle,)),
+    "cuEventQuery":               ("cuEventQuery", (handle,)),
+    "cuEventElapsedTime":         ("cuEventElapsedTime_v2", (ptr, handle, handle)),
+}
+
+# Drivers older than the header may lack a versioned symbol but export its predecessor with
+# the same prototype (cuEventElapsedTime_v2 arrived in CUDA 12.8); bind that instead.
+OLDER_SYMBOLS = {"cuEventElapsedTime": "cuEventElapsedTime"}
+
+# The C type of a host callback passed to cuLaunchHostFunc: void (*)(void *userData).
+CUhostFn = ctypes.CFUNCTYPE(None, c_void_p)
+
+
+def prototype(name: str):
+    """The ctypes function type of `name`: returns CUresult, takes the table's argtypes."""
+    return ctypes.CFUNCTYPE(CUresult, *PROTOTYPES[name][1])
