@@ -5,6 +5,7 @@ bfloat16 values are widened to float32 for the arithmetic and rounded back on th
 import numpy as np
 
 from ..dispatch import CPU, register_kernel
+from ..frontend import dtypes as dt
 from ..frontend.creation import from_numpy_values
 from ..frontend.tensor import Tensor
 
@@ -36,6 +37,32 @@ def _register_elementwise():
 
 
 _register_elementwise()
+
+_COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+            "ge": np.greater_equal}
+
+
+def _register_comparisons():
+    for name, fn in _COMPARE.items():
+        def kernel(a, b, fn=fn):
+            with np.errstate(all="ignore"):
+                return from_numpy_values(fn(values(a), values(b)), dt.bool_, a.device)
+        register_kernel(name, CPU, kernel, name=name)
+
+
+_register_comparisons()
+
+
+@register_kernel("where", CPU)
+def where(a, b, cond):
+    return result(np.where(values(cond), values(a), values(b)), a)
+
+
+@register_kernel("copy_", CPU)
+def copy_(dst, src):
+    """Write src (already of dst's dtype, broadcastable to its shape) into the view dst."""
+    dst.host_view()[...] = dst.dtype.from_numpy_values(np.broadcast_to(values(src), dst.shape))
+    return dst
 
 
 @register_kernel("sum", CPU)

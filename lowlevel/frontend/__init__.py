@@ -7,9 +7,10 @@
     creation.py   empty, zeros, ones, full, arange, rand, randn, manual_seed, tensor()
     ops.py        validate shapes, devices and dtypes, then hand the call to the dispatcher;
                   attaches the ops to Tensor as its operators and methods
+    inplace.py    copy_, fill_, zero_, add_ ... div_, +=, and t[index] = value
     interop.py    DLPack (__dlpack__, from_dlpack) and __cuda_array_interface__
 
 Nothing here calls ctypes or knows a kernel: ops go through lowlevel.dispatch, and the
 backends (lowlevel.backends, above this layer) register the kernels.
 """
-from . import creation, device, dtypes, interop, ops, shapes, tensor  # noqa: F401  (ops, interop attach Tensor methods)
+from . import creation, device, dtypes, inplace, interop, ops, shapes, tensor  # noqa: F401  (ops, inplace, interop attach Tensor methods)

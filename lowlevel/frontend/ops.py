@@ -70,6 +70,58 @@ def maximum(a, b) -> Tensor:
     return _binary("maximum", a, b)
 
 
+# ---- comparisons (bool results) and where ------------------------------------------------------
+def _compare(op: str, a, b) -> Tensor:
+    """Elementwise a OP b as a bool tensor, broadcasting; a number takes the tensor's dtype."""
+    like = a if isinstance(a, Tensor) else b
+    other = b if like is a else a
+    if isinstance(other, float) and not like.dtype.is_float and not float(other).is_integer():
+        # Converting 0.5 to an int64 tensor's dtype would compare against 0: refuse instead.
+        raise TypeError(f"{op}: cannot compare {_describe(like)} with the non-integer {other!r}; "
+                        f"convert the tensor with .to(lowlevel.float32) first")
+    return _binary(op, a, b)
+
+
+def eq(a, b) -> Tensor:
+    return _compare("eq", a, b)
+
+
+def ne(a, b) -> Tensor:
+    return _compare("ne", a, b)
+
+
+def lt(a, b) -> Tensor:
+    return _compare("lt", a, b)
+
+
+def le(a, b) -> Tensor:
+    return _compare("le", a, b)
+
+
+def gt(a, b) -> Tensor:
+    return _compare("gt", a, b)
+
+
+def ge(a, b) -> Tensor:
+    return _compare("ge", a, b)
+
+
+def where(cond, a, b) -> Tensor:
+    """a where cond is true, else b (broadcasting all three); a number takes the other's dtype."""
+    if not isinstance(cond, Tensor) or cond.dtype.name != "bool":
+        raise TypeError(f"where: cond must be a bool tensor, got {_describe(cond)}")
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise TypeError("where: a or b must be a tensor")
+    like = a if isinstance(a, Tensor) else b
+    a, b = (x if isinstance(x, Tensor) else from_numpy_values(np.array(x), like.dtype, like.device) for x in (a, b))
+    _same_device_and_dtype("where", a, b)
+    if cond.device != a.device:
+        raise ValueError(f"where: cond is {_describe(cond)}, a is {_describe(a)}: different devices")
+    broadcast_shapes("where", broadcast_shapes("where", a.shape, b.shape), cond.shape)
+    # The values come first: their dtype is what chooses the kernel.
+    return call("where", a, b, cond)
+
+
 def _unary(op: str, x, floats_only: bool = False) -> Tensor:
     start = time.perf_counter()
     if not isinstance(x, Tensor):
@@ -198,12 +250,25 @@ def _swapped(op):
     return method
 
 
+def _comparison(op):
+    """The operator form: NotImplemented for what is not a tensor or a number, so that
+    `t == None` or `t == "x"` is Python's False as in PyTorch, not an error."""
+    def method(self, other):
+        if not isinstance(other, (Tensor, int, float, bool, np.number)):
+            return NotImplemented
+        return op(self, other)
+    return method
+
+
 _METHODS = {
     "__add__": add, "__radd__": _swapped(add), "__sub__": sub, "__rsub__": _swapped(sub),
     "__mul__": mul, "__rmul__": _swapped(mul), "__truediv__": div, "__rtruediv__": _swapped(div),
     "__matmul__": matmul, "__rmatmul__": _swapped(matmul), "__neg__": neg,
     "sum": sum, "mean": mean, "max": max, "softmax": softmax, "relu": relu, "exp": exp,
     "to": to, "contiguous": contiguous, "clone": clone,
+    "__eq__": _comparison(eq), "__ne__": _comparison(ne), "__lt__": _comparison(lt),
+    "__le__": _comparison(le), "__gt__": _comparison(gt), "__ge__": _comparison(ge),
+    "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
 }
 for _name, _op in _METHODS.items():
     setattr(Tensor, _name, _op)

@@ -24,7 +24,10 @@ from .shapes import contiguous_strides, infer_shape, shape_args
 
 
 class Storage:
-    """The bytes behind one or more tensors."""
+    """The bytes behind one or more tensors. `version` counts the in-place writes to them
+    (every view shares it): autograd compares it with the version a node saved."""
+
+    version = 0                 # class default: Storage.foreign makes instances without __init__
 
     def __init__(self, nbytes: int, device: Device):
         self.nbytes = nbytes
@@ -223,10 +226,17 @@ class Tensor:
         return f"tensor({values}, dtype={self.dtype.name}, device={self.device})"
 
     def __bool__(self):
-        if self.numel() != 1:
-            raise ValueError(f"the truth value of a tensor with {self.numel()} elements is ambiguous "
-                             f"(shape {self.shape}); use .item() on a single element")
+        # PyTorch's messages and exception type: `if t:` only means something for one element.
+        if self.numel() > 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous "
+                               f"(shape {self.shape}); use .any() / .all() or .item() on one element")
+        if self.numel() == 0:
+            raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
         return bool(self.item())
+
+    # ops.py defines ==, <, ... as elementwise comparisons returning bool tensors; a tensor
+    # still hashes by identity (as in PyTorch), so it can be a dict key or a set member.
+    __hash__ = object.__hash__
 
     def __len__(self):
         if not self.shape:

@@ -249,7 +249,7 @@ def test_truth_value_and_copies(device):
     from lowlevel import trace
     assert bool(ll.tensor([0.0], device=device)) is False
     assert bool(ll.tensor([[2.0]], device=device)) is True
-    with pytest.raises(ValueError, match="ambiguous"):
+    with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
         bool(ll.zeros(2, device=device))
     t = ll.tensor([1.0, 2.0], device=device)
     with trace.Recorder() as r:

@@ -15,7 +15,7 @@ waits for the GPU except `to_host`, which must hand bytes to the CPU.
 import sys
 import types
 
-from . import elementwise, layout, matmul, reductions  # noqa: F401  (each registers its kernels)
+from . import compare, elementwise, layout, matmul, reductions  # noqa: F401  (each registers its kernels)
 
 
 class _Package(types.ModuleType):

@@ -1,0 +1,114 @@
+"""Layer 1: writing into tensors. copy_, fill_, zero_, the in-place arithmetic add_ sub_
+mul_ div_ (and +=, -=, *=, /=, which now change the tensor itself, so that every alias and
+view sees the new values), and item assignment (t[index] = value).
+
+Every write goes through one dispatched op, `copy_(dst, src)`: src (of dst's dtype, on its
+device, broadcastable to its shape) is written into the view dst. The CPU backend assigns
+through numpy; the CUDA backend scatters with the strided-store kernel. Each write bumps the
+storage's version counter, which autograd checks against what its nodes saved.
+
+The in-place arithmetic computes out of place, then writes the result back: one extra
+temporary, but the result is right for any dst view and any broadcast operand.
+"""
+import numpy as np
+
+from ..dispatch import call
+from .creation import from_numpy_values
+from .ops import add, clone, div, mul, sub, to
+from .shapes import broadcast_shapes
+from .tensor import Tensor
+
+# What autograd installs (frontend/autograd/inplace.py): (dst, compute) -> the tensor whose
+# values and history dst takes, or None when nothing is recorded. None until it loads.
+inplace_hook = None
+
+
+def _self_overlapping(t: Tensor) -> bool:
+    """Whether two elements of view t are one memory location (an expanded dimension)."""
+    return any(st == 0 and s > 1 for s, st in zip(t.shape, t.strides))
+
+
+def _as_source(dst: Tensor, src) -> Tensor:
+    """src as a tensor of dst's dtype and device (a number becomes a 0-d tensor)."""
+    if not isinstance(src, Tensor):
+        if not isinstance(src, (int, float, bool, np.number)):
+            raise TypeError(f"cannot write {type(src).__name__} into a tensor (numbers and tensors can be)")
+        return from_numpy_values(np.array(src), dst.dtype, dst.device)
+    if src.device != dst.device:
+        src = to(src, dst.device)
+    return src if src.dtype is dst.dtype else to(src, dst.dtype)
+
+
+def _check_writable(op: str, dst: Tensor, shape) -> None:
+    if not isinstance(dst, Tensor):
+        raise TypeError(f"{op}: expected a tensor to write into, got {type(dst).__name__}")
+    if broadcast_shapes(op, tuple(shape), dst.shape) != dst.shape:
+        raise RuntimeError(f"{op}: output with shape {list(dst.shape)} doesn't match the broadcast shape "
+                           f"{list(broadcast_shapes(op, tuple(shape), dst.shape))}")
+    if _self_overlapping(dst):
+        # PyTorch's message: an expanded view has many elements at one address.
+        raise RuntimeError(f"{op}: unsupported operation: some elements of the input tensor and the written-to "
+                           f"tensor refer to a single memory location. Please clone() the tensor before "
+                           f"performing the operation.")
+
+
+def write(dst: Tensor, src: Tensor) -> Tensor:
+    """The raw write (no autograd): src's values into dst, then dst's version moves on."""
+    if src.storage is dst.storage:
+        src = clone(src)             # the kernels must not read what they are overwriting
+    call("copy_", dst, src)
+    dst.storage.version += 1
+    return dst
+
+
+def _apply(op: str, dst: Tensor, compute) -> Tensor:
+    """Run compute() (the new values, out of place), check its shape fits dst, write it."""
+    if inplace_hook is not None:
+        recorded = inplace_hook(op, dst, compute)
+        if recorded is not None:
+            return recorded
+    values = compute()
+    _check_writable(op, dst, values.shape)
+    return write(dst, values)
+
+
+def copy_(dst: Tensor, src) -> Tensor:
+    """Write src into dst (broadcasting src to dst's shape; converting its dtype and device)."""
+    _check_writable("copy_", dst, src.shape if isinstance(src, Tensor) else ())
+    return _apply("copy_", dst, lambda: _as_source(dst, src))
+
+
+def fill_(dst: Tensor, value) -> Tensor:
+    if isinstance(value, Tensor) and value.numel() != 1:
+        raise RuntimeError(f"fill_ only supports a 0-dimensional value tensor, got shape {value.shape}")
+    return copy_(dst, value.reshape(()) if isinstance(value, Tensor) else value)
+
+
+def zero_(dst: Tensor) -> Tensor:
+    return fill_(dst, 0)
+
+
+def _inplace(name: str, op):
+    def method(self, other):
+        _check_writable(name, self, other.shape if isinstance(other, Tensor) else ())
+        return _apply(name, self, lambda: op(self, other))
+    method.__name__ = name
+    return method
+
+
+add_, sub_, mul_, div_ = (_inplace(n, f) for n, f in (("add_", add), ("sub_", sub), ("mul_", mul),
+                                                     ("div_", div)))
+
+
+def setitem(self: Tensor, index, value) -> None:
+    """t[index] = value: index as __getitem__ takes it (ints, slices with steps, None, ...),
+    value a number or a tensor broadcastable to the indexed view."""
+    copy_(self[index], value)
+
+
+_METHODS = {
+    "copy_": copy_, "fill_": fill_, "zero_": zero_, "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_,
+    "__iadd__": add_, "__isub__": sub_, "__imul__": mul_, "__itruediv__": div_, "__setitem__": setitem,
+}
+for _name, _fn in _METHODS.items():
+    setattr(Tensor, _name, _fn)
