@@ -23,6 +23,7 @@ from .backends import ptx as kernels  # noqa: E402,F401
 from .dispatch import explain, profile  # noqa: E402
 from .frontend.creation import (arange, empty, full, manual_seed, ones, rand, randn, tensor,  # noqa: E402
                                 zeros)
+from .frontend.autograd import enable_grad, is_grad_enabled, no_grad  # noqa: E402
 from .frontend.device import Device  # noqa: E402
 from .frontend.dtypes import bfloat16, float16, float32, float64, int32, int64  # noqa: E402
 from .frontend.dtypes import bool_ as bool  # noqa: E402,A001
@@ -32,8 +33,8 @@ from .frontend.ops import (add, div, eq, exp, ge, gt, le, lt, matmul, max, mean,
 from .frontend.tensor import Tensor  # noqa: E402
 
 __all__ = [
-    "Device", "Tensor", "add", "arange", "bfloat16", "bool", "div", "empty", "eq", "exp", "explain", "float16",
-    "float32", "float64", "from_dlpack", "full", "ge", "gt", "int32", "int64", "kernels", "le", "lt", "manual_seed",
-    "matmul", "max", "mean", "mul", "ne", "neg", "ones", "profile", "rand", "randn", "relu", "softmax", "sub", "sum",
-    "tensor", "where", "zeros",
+    "add", "arange", "bfloat16", "bool", "Device", "div", "empty", "enable_grad", "eq", "exp", "explain", "float16",
+    "float32", "float64", "from_dlpack", "full", "ge", "gt", "int32", "int64", "is_grad_enabled", "kernels", "le",
+    "lt", "manual_seed", "matmul", "max", "mean", "mul", "ne", "neg", "no_grad", "ones", "profile", "rand", "randn",
+    "relu", "softmax", "sub", "sum", "Tensor", "tensor", "where", "zeros",
 ]

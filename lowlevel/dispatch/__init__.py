@@ -1,7 +1,7 @@
 """Layer 3, the dispatcher: which kernel runs an op, decided by dispatch keys.
 
     keys.py         DispatchKey, KeySet (a bit mask: a key's priority is its bit), the
-                    registry: CPU, CUDA, Profiler, register_backend, register_key
+                    registry: CPU, CUDA, Autograd, Profiler, register_backend, register_key
     table.py        what was registered (kernels per op, key and dtype; fallthroughs;
                     fallbacks) and each op's table, recomputed at every registration
     dispatcher.py   call, redispatch, explain, route; the thread's include/exclude sets
@@ -17,16 +17,16 @@ A call is one key-set computation and one lookup in the op's table. The dispatch
 its arguments duck-typed (`.device.type`, `.dtype.name`) and imports nothing of the
 frontend or the backends.
 """
-from .dispatcher import (NotImplementedForKey, call, dtype_of, exclude, explain, include, keyset_bits,
-                         keyset_for, redispatch, route, route_through)
-from .keys import (CPU, CUDA, DispatchKey, KeySet, Profiler, add_key, backend_for, register_backend,
+from .dispatcher import (NotImplementedForKey, call, dtype_of, exclude, explain, include, is_excluded,
+                         keyset_bits, keyset_for, redispatch, route, route_through)
+from .keys import (CPU, CUDA, Autograd, DispatchKey, KeySet, Profiler, add_key, backend_for, register_backend,
                    register_key)
 from .profiler import profile
 from .table import op_table, register_fallback, register_fallthrough, register_kernel
 
 __all__ = [
-    "CPU", "CUDA", "DispatchKey", "KeySet", "NotImplementedForKey", "Profiler", "add_key", "backend_for",
-    "call", "dtype_of", "exclude", "explain", "include", "keyset_bits", "keyset_for", "op_table", "profile",
+    "CPU", "CUDA", "Autograd", "DispatchKey", "KeySet", "NotImplementedForKey", "Profiler", "add_key", "backend_for",
+    "call", "dtype_of", "exclude", "explain", "include", "is_excluded", "keyset_bits", "keyset_for", "op_table", "profile",
     "redispatch", "register_backend", "register_fallback", "register_fallthrough", "register_kernel",
     "register_key", "route", "route_through",
 ]

@@ -1,7 +1,8 @@
 """The dispatcher: call, redispatch, explain and route, over the tables of table.py.
 
 Every call computes a key set: the backend key of each tensor argument's device ("cpu" ->
-CPU, "cuda" -> CUDA, or a backend registered from user code), plus the thread's include set
+CPU, "cuda" -> CUDA, or a backend registered from user code), Autograd when an argument
+has `requires_grad` set, plus the thread's include set
 (e.g. Profiler while profiling), minus its exclude set. The op's table, computed when its
 kernels were registered, already knows which keys act on the op; the highest of those in
 the key set runs: a kernel (chosen by dtype), or a fallback that serves every op
@@ -14,7 +15,7 @@ import threading
 from contextlib import contextmanager
 
 from . import table
-from .keys import KeySet, backend_for, backend_keys
+from .keys import Autograd, KeySet, backend_for, backend_keys
 
 
 class NotImplementedForKey(NotImplementedError):
@@ -52,6 +53,11 @@ def exclude(key):
     return _tls_with("exclude", key)
 
 
+def is_excluded(key) -> bool:
+    """Whether `key` is in this thread's exclude set (inside an `exclude(key)` block)."""
+    return bool(_tls.exclude & key.bit)
+
+
 # ---- the key set of a call ----------------------------------------------------------------------
 def _device_bits(values) -> int:
     bits = 0
@@ -61,6 +67,8 @@ def _device_bits(values) -> int:
         if kind is not None:
             key = backend_keys.get(kind)
             bits |= key.bit if key is not None else backend_for(kind).bit     # backend_for raises
+            if getattr(a, "requires_grad", False) is True:
+                bits |= Autograd.bit      # as a PyTorch tensor that requires grad carries the key
     return bits
 
 

@@ -5,6 +5,8 @@ p, so the highest key of a set is its highest bit (int.bit_length), "the keys be
 mask, and a new key never moves the bits of the keys there are.
 
     CPU (10), CUDA (20)       backend keys, chosen by the device type of the arguments
+    Autograd (50)             in the key set of a call when an argument requires grad: records
+                              the op for backward, then redispatches below itself
     Profiler (100)            a functionality key, added by the thread's include set
     register_backend(...)     a backend key for a new device type (user code)
     register_key(...)         a functionality key (wrappers, tracers) for include()
@@ -110,4 +112,5 @@ def backend_for(device_type: str) -> DispatchKey:
 
 CPU = add_key(DispatchKey("CPU", 10, "cpu"))
 CUDA = add_key(DispatchKey("CUDA", 20, "cuda"))
+Autograd = add_key(DispatchKey("Autograd", 50))
 Profiler = add_key(DispatchKey("Profiler", 100))

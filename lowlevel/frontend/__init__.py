@@ -9,8 +9,10 @@
                   attaches the ops to Tensor as its operators and methods
     inplace.py    copy_, fill_, zero_, add_ ... div_, +=, and t[index] = value
     interop.py    DLPack (__dlpack__, from_dlpack) and __cuda_array_interface__
+    autograd/     requires_grad, backward, no_grad: the Autograd dispatch key's kernel and
+                  the backward formulas (written with the ops above)
 
 Nothing here calls ctypes or knows a kernel: ops go through lowlevel.dispatch, and the
 backends (lowlevel.backends, above this layer) register the kernels.
 """
-from . import creation, device, dtypes, inplace, interop, ops, shapes, tensor  # noqa: F401  (ops, inplace, interop attach Tensor methods)
+from . import autograd, creation, device, dtypes, inplace, interop, ops, shapes, tensor  # noqa: F401  (they attach Tensor methods)

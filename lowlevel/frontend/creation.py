@@ -1,6 +1,7 @@
 """Layer 1: making tensors. empty, zeros, ones, full, arange, rand and randn, tensor() from
 data (lists, numbers, numpy arrays, tensors), and from_numpy_values, which the backends use
-to hand back results computed on the host.
+to hand back results computed on the host. Each takes requires_grad=True to make a leaf
+that autograd accumulates a gradient into (floating-point dtypes only).
 
 rand and randn draw on the host from a numpy Generator (manual_seed makes them repeatable)
 and copy to the device; a copy to a CUDA device is queued on the current stream.
@@ -17,7 +18,11 @@ from .shapes import contiguous_strides, shape_args
 from .tensor import Storage, Tensor
 
 
-def empty(*shape, dtype=dt.float32, device="cpu") -> Tensor:
+def _leaf(t: Tensor, requires_grad: bool) -> Tensor:
+    return t.requires_grad_(True) if requires_grad else t       # requires_grad_: autograd/record.py
+
+
+def empty(*shape, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
     shape = tuple(shape_args(shape))
     if any(s < 0 for s in shape):
         raise ValueError(f"negative dimension in shape {shape}")
@@ -27,7 +32,7 @@ def empty(*shape, dtype=dt.float32, device="cpu") -> Tensor:
         raise ValueError(f"empty: shape {shape} of {dtype.name} is {nbytes} bytes, more than a 64-bit "
                          f"address space holds")
     storage = Storage(nbytes, device)
-    return Tensor(storage, shape, contiguous_strides(shape), 0, dtype)
+    return _leaf(Tensor(storage, shape, contiguous_strides(shape), 0, dtype), requires_grad)
 
 
 def from_numpy_values(values: np.ndarray, dtype: DType, device) -> Tensor:
@@ -55,37 +60,39 @@ def _default_dtype(values: np.ndarray, data) -> DType:
     return kinds[values.dtype.kind]
 
 
-def tensor(data, dtype=None, device="cpu") -> Tensor:
-    """A new tensor from data (nested lists, numbers, numpy arrays, or another tensor)."""
+def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    """A new tensor from data (nested lists, numbers, numpy arrays, or another tensor); a
+    tensor's values are copied without its history (a new leaf), as in PyTorch."""
     if isinstance(data, Tensor):
+        data = data.detach()
         # A copy made where the data is (device -> device stays on the device, no wait).
         copy = data.clone() if Device(device) == data.device else data.to(device)
-        return copy if dtype is None else copy.to(dtype)
+        return _leaf(copy if dtype is None else copy.to(dtype), requires_grad)
     values = np.asarray(data)
     dtype = as_dtype(dtype) if dtype is not None else _default_dtype(values, data)
-    return from_numpy_values(values, dtype, device)
+    return _leaf(from_numpy_values(values, dtype, device), requires_grad)
 
 
-def zeros(*shape, dtype=dt.float32, device="cpu") -> Tensor:
-    return full(shape_args(shape), 0, dtype=dtype, device=device)
+def zeros(*shape, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
+    return full(shape_args(shape), 0, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def ones(*shape, dtype=dt.float32, device="cpu") -> Tensor:
-    return full(shape_args(shape), 1, dtype=dtype, device=device)
+def ones(*shape, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
+    return full(shape_args(shape), 1, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def full(shape, value, dtype=dt.float32, device="cpu") -> Tensor:
+def full(shape, value, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
     dtype = as_dtype(dtype)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    return from_numpy_values(np.full(shape, value), dtype, device)
+    return _leaf(from_numpy_values(np.full(shape, value), dtype, device), requires_grad)
 
 
-def arange(start, stop=None, step=1, dtype=None, device="cpu") -> Tensor:
+def arange(start, stop=None, step=1, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     if stop is None:
         start, stop = 0, start
     values = np.arange(start, stop, step)
-    return from_numpy_values(values, as_dtype(dtype) if dtype else (dt.int64 if values.dtype.kind in "iu"
-                                                                     else dt.float32), device)
+    kind = as_dtype(dtype) if dtype else (dt.int64 if values.dtype.kind in "iu" else dt.float32)
+    return _leaf(from_numpy_values(values, kind, device), requires_grad)
 
 
 _generator = np.random.default_rng()
@@ -97,12 +104,13 @@ def manual_seed(seed: int) -> None:
     _generator = np.random.default_rng(seed)
 
 
-def rand(*shape, dtype=dt.float32, device="cpu", generator=None) -> Tensor:
+def rand(*shape, dtype=dt.float32, device="cpu", generator=None, requires_grad=False) -> Tensor:
     """Uniform on [0, 1), drawn on the host (seed with manual_seed or pass a numpy Generator)."""
     rng = generator or _generator
-    return from_numpy_values(rng.random(tuple(shape_args(shape))), as_dtype(dtype), device)
+    return _leaf(from_numpy_values(rng.random(tuple(shape_args(shape))), as_dtype(dtype), device), requires_grad)
 
 
-def randn(*shape, dtype=dt.float32, device="cpu", generator=None) -> Tensor:
+def randn(*shape, dtype=dt.float32, device="cpu", generator=None, requires_grad=False) -> Tensor:
     rng = generator or _generator
-    return from_numpy_values(rng.standard_normal(tuple(shape_args(shape))), as_dtype(dtype), device)
+    values = rng.standard_normal(tuple(shape_args(shape)))
+    return _leaf(from_numpy_values(values, as_dtype(dtype), device), requires_grad)

@@ -8,19 +8,19 @@ through numpy; the CUDA backend scatters with the strided-store kernel. Each wri
 storage's version counter, which autograd checks against what its nodes saved.
 
 The in-place arithmetic computes out of place, then writes the result back: one extra
-temporary, but the result is right for any dst view and any broadcast operand.
+temporary, but the result is right for any dst view and any broadcast operand. Where
+autograd records (an operand requires grad), the new values are computed from a clone of
+dst, so that what a node saved is never the tensor being overwritten, and dst takes the
+history of the values; an in-place op on a leaf that requires grad is refused.
 """
 import numpy as np
 
-from ..dispatch import call
+from ..dispatch import Autograd, call, exclude
+from .autograd import rebase_history, records_inplace
 from .creation import from_numpy_values
 from .ops import add, clone, div, mul, sub, to
 from .shapes import broadcast_shapes
 from .tensor import Tensor
-
-# What autograd installs (frontend/autograd/inplace.py): (dst, compute) -> the tensor whose
-# values and history dst takes, or None when nothing is recorded. None until it loads.
-inplace_hook = None
 
 
 def _self_overlapping(t: Tensor) -> bool:
@@ -54,28 +54,30 @@ def _check_writable(op: str, dst: Tensor, shape) -> None:
 
 def write(dst: Tensor, src: Tensor) -> Tensor:
     """The raw write (no autograd): src's values into dst, then dst's version moves on."""
-    if src.storage is dst.storage:
-        src = clone(src)             # the kernels must not read what they are overwriting
-    call("copy_", dst, src)
+    with exclude(Autograd):          # moving bytes is not an op of the graph
+        if src.storage is dst.storage:
+            src = clone(src)         # the kernels must not read what they are overwriting
+        call("copy_", dst, src)
     dst.storage.version += 1
     return dst
 
 
-def _apply(op: str, dst: Tensor, compute) -> Tensor:
-    """Run compute() (the new values, out of place), check its shape fits dst, write it."""
-    if inplace_hook is not None:
-        recorded = inplace_hook(op, dst, compute)
-        if recorded is not None:
-            return recorded
-    values = compute()
+def _apply(op: str, dst: Tensor, other, compute) -> Tensor:
+    """Run compute(base) (the new values, out of place, from base = dst or, where autograd
+    records, a clone of it), check its shape fits dst, write it."""
+    recorded = records_inplace(dst, other)
+    values = compute(clone(dst) if recorded else dst)
     _check_writable(op, dst, values.shape)
-    return write(dst, values)
+    write(dst, values)
+    if recorded:
+        rebase_history(dst, values)
+    return dst
 
 
 def copy_(dst: Tensor, src) -> Tensor:
     """Write src into dst (broadcasting src to dst's shape; converting its dtype and device)."""
     _check_writable("copy_", dst, src.shape if isinstance(src, Tensor) else ())
-    return _apply("copy_", dst, lambda: _as_source(dst, src))
+    return _apply("copy_", dst, src, lambda base: _as_source(base, src))
 
 
 def fill_(dst: Tensor, value) -> Tensor:
@@ -91,7 +93,7 @@ def zero_(dst: Tensor) -> Tensor:
 def _inplace(name: str, op):
     def method(self, other):
         _check_writable(name, self, other.shape if isinstance(other, Tensor) else ())
-        return _apply(name, self, lambda: op(self, other))
+        return _apply(name, self, other, lambda base: op(base, other))
     method.__name__ = name
     return method
 

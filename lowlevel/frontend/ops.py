@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from .. import trace
-from ..dispatch import KeySet, backend_for, call, redispatch
+from ..dispatch import Autograd, KeySet, backend_for, call, redispatch
 from .creation import from_numpy_values
 from .device import Device
 from .dtypes import DType, as_dtype, is_dtype_name
@@ -236,8 +236,10 @@ def copy_to_device(x: Tensor, device: Device) -> Tensor:
     if x.device.type != "cpu" and device.type != "cpu":
         return copy_to_device(copy_to_device(x, Device("cpu")), device)
     if x.device.type == "cpu":
-        # The target's backend is not among the argument's keys (x is on the CPU): name it.
-        return redispatch("to_device", KeySet([backend_for(device.type)]), x, device=device)
+        # The target's backend is not among the argument's keys (x is on the CPU): name it,
+        # with Autograd above it when x requires grad (the copy is recorded like any op).
+        keys = [backend_for(device.type)] + ([Autograd] if x.requires_grad else [])
+        return redispatch("to_device", KeySet(keys), x, device=device)
     return call("to_host", x)
 
 

@@ -22,6 +22,10 @@ from .device import Device, check_ordinal
 from .dtypes import DType
 from .shapes import contiguous_strides, infer_shape, shape_args
 
+# Set by frontend/autograd when it loads: view_hook(base, view, how) records a view of a
+# tensor that requires grad (views change only metadata, so they never reach the dispatcher).
+view_hook = None
+
 
 class Storage:
     """The bytes behind one or more tensors. `version` counts the in-place writes to them
@@ -77,6 +81,12 @@ class Tensor:
         self.offset = int(offset)
         self.dtype = dtype
         self.device = storage.device
+        # Autograd's state (frontend/autograd): requires_grad puts the Autograd key in the key
+        # set of every call on this tensor; grad_fn is the node that made it (None: a leaf).
+        self.requires_grad = False
+        self.grad = None
+        self.grad_fn = None
+        self.view_base = None       # the tensor this one is a view of (None: not a view)
 
     # -- metadata ----------------------------------------------------------------------------
     @property
@@ -106,8 +116,14 @@ class Tensor:
         return np.lib.stride_tricks.as_strided(base[self.offset:], self.shape, [s * item for s in self.strides])
 
     # -- views -------------------------------------------------------------------------------
-    def _view(self, shape, strides, offset=None) -> "Tensor":
-        return Tensor(self.storage, shape, strides, self.offset if offset is None else offset, self.dtype)
+    def _view(self, shape, strides, offset=None, how=None) -> "Tensor":
+        """A view of self; `how` says which (("reshape",), ("permute", dims), ("expand",),
+        ("index", index)) so that autograd can send a gradient back through it."""
+        out = Tensor(self.storage, shape, strides, self.offset if offset is None else offset, self.dtype)
+        out.view_base = self if self.view_base is None else self.view_base
+        if self.requires_grad and view_hook is not None:
+            view_hook(self, out, how)
+        return out
 
     def view(self, *shape) -> "Tensor":
         """The same elements in a new shape; only for layouts where no copy is needed."""
@@ -115,20 +131,20 @@ class Tensor:
         if not self.is_contiguous():
             raise RuntimeError(f"view{shape}: the tensor {self.shape} with strides {self.strides} is not "
                                f"contiguous; use reshape() (which copies) or contiguous() first")
-        return self._view(shape, contiguous_strides(shape))
+        return self._view(shape, contiguous_strides(shape), how=("reshape",))
 
     def reshape(self, *shape) -> "Tensor":
         """A view when the layout allows, else a contiguous copy."""
         shape = infer_shape(shape_args(shape), self.numel())
         source = self if self.is_contiguous() else self.contiguous()
-        return source._view(shape, contiguous_strides(shape))
+        return source._view(shape, contiguous_strides(shape), how=("reshape",))
 
     def permute(self, *dims) -> "Tensor":
         dims = shape_args(dims)
         if sorted(d % self.ndim for d in dims) != list(range(self.ndim)):
             raise ValueError(f"permute{tuple(dims)}: not a permutation of the {self.ndim} dimensions")
         dims = [d % self.ndim for d in dims]
-        return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims])
+        return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims], how=("permute", dims))
 
     def transpose(self, d0: int, d1: int) -> "Tensor":
         order = list(range(self.ndim))
@@ -158,11 +174,12 @@ class Tensor:
             else:
                 raise ValueError(f"expand: dimension {i} of size {own} cannot become {size} (shape {self.shape})")
         shape = [self.shape[i - lead] if s == -1 else s for i, s in enumerate(shape)]
-        return self._view(shape, new_strides)
+        return self._view(shape, new_strides, how=("expand",))
 
     def __getitem__(self, index) -> "Tensor":
         if not isinstance(index, tuple):
             index = (index,)
+        asked = index
         if any(i is Ellipsis for i in index):
             at = index.index(Ellipsis)
             fill = self.ndim - (len(index) - 1 - sum(i is None for i in index))
@@ -193,7 +210,7 @@ class Tensor:
             dim += 1
         shape += self.shape[dim:]
         strides += self.strides[dim:]
-        return self._view(shape, strides, offset)
+        return self._view(shape, strides, offset, how=("index", asked))
 
     # -- data movement (to() and contiguous() are attached by ops.py) ---------------------
     def cuda(self) -> "Tensor":

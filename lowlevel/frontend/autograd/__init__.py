@@ -1,0 +1,18 @@
+"""Autograd, part of the frontend (layer 1): recording ops on tensors that require grad,
+and running their backward formulas.
+
+    mode.py       no_grad, enable_grad, is_grad_enabled (per thread)
+    graph.py      Node, saved tensors with version checks, AccumulateGrad, the backward pass
+    formulas.py   one backward formula per differentiable op, written with the frontend ops
+    record.py     the Autograd dispatch key's kernel (a fallback for every op), the view
+                  hook, the in-place hooks, and Tensor.backward / detach / requires_grad_
+
+It sits in the frontend because its formulas are frontend ops (as PyTorch's derivatives
+are ATen ops): a gradient is computed by dispatched calls, on the device of the tensors.
+It imports the dispatcher (below it) and the rest of the frontend, never a backend; the
+dispatcher knows only the Autograd key and a tensor's `requires_grad` flag.
+"""
+from .mode import enable_grad, is_grad_enabled, no_grad
+from .record import rebase_history, records_inplace
+
+__all__ = ["enable_grad", "is_grad_enabled", "no_grad", "rebase_history", "records_inplace"]

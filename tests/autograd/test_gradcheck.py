@@ -1,0 +1,132 @@
+"""Gradients of every differentiable op: against central finite differences in float64 on
+the CPU backend, and CUDA's (float32, its own kernels) against the CPU backend's, on random
+shapes. Each case is a function of some inputs returning a tensor; the scalar checked is
+sum(f(inputs) * w) for a random w, so every output element's gradient matters."""
+import numpy as np
+import pytest
+
+import lowlevel as ll
+
+
+def _shape(rng, ndim, low=1, high=5):
+    return tuple(int(s) for s in rng.integers(low, high, size=ndim))
+
+
+def _broadcast_pair(rng):
+    a = _shape(rng, int(rng.integers(1, 4)))
+    b = tuple(1 if rng.random() < 0.4 else s for s in a)[int(rng.integers(0, len(a))):] or (1,)
+    return (a, b) if rng.random() < 0.5 else (b, a)
+
+
+def _distinct(rng, shape):
+    """Values far enough apart that max and relu are differentiable at them."""
+    n = int(np.prod(shape))
+    v = (rng.permutation(n) - n / 2 + 0.3) * 0.37     # never 0, never a tie
+    return v.reshape(shape)
+
+
+def cases(rng):
+    """(name, f, input arrays)."""
+    sa, sb = _broadcast_pair(rng)
+    m, k, n, batch = (int(x) for x in rng.integers(1, 5, size=4))
+    x3 = rng.standard_normal(_shape(rng, 3))
+    d, keep = int(rng.integers(0, 3)), bool(rng.integers(0, 2))
+    yield "add", lambda a, b: a + b, [rng.standard_normal(sa), rng.standard_normal(sb)]
+    yield "sub", lambda a, b: a - b, [rng.standard_normal(sa), rng.standard_normal(sb)]
+    yield "mul", lambda a, b: a * b, [rng.standard_normal(sa), rng.standard_normal(sb)]
+    yield "div", lambda a, b: a / b, [rng.standard_normal(sa), rng.uniform(1, 2, sb) * rng.choice([-1, 1], sb)]
+    yield "scalars", lambda a: 2.0 * a - 1.0 / (a * a + 3.0) + 0.5, [rng.standard_normal(sa)]
+    yield "neg", lambda a: -a, [rng.standard_normal(sa)]
+    yield "exp", lambda a: a.exp(), [rng.standard_normal(sa)]
+    yield "relu", lambda a: a.relu(), [_distinct(rng, sa)]
+    yield "sum", lambda a: a.sum(), [x3]
+    yield "sum_dim", lambda a: a.sum(d), [x3]
+    yield "sum_keepdim", lambda a: a.sum(d, keepdim=True), [x3]
+    yield "mean_dim", lambda a: a.mean(d) * 3.0, [x3]
+    yield "mean", lambda a: a.mean(), [x3]
+    yield "max", lambda a: a.max(), [_distinct(rng, x3.shape)]
+    yield "max_dim", lambda a: a.max(d, keepdim=keep), [_distinct(rng, x3.shape)]
+    yield "softmax", lambda a: a.softmax(d), [x3]
+    yield "matmul", lambda a, b: a @ b, [rng.standard_normal((m, k)), rng.standard_normal((k, n))]
+    yield "matmul_T", lambda a, b: a.T @ b.T, [rng.standard_normal((k, m)), rng.standard_normal((n, k))]
+    yield "matmul_vec", lambda a, b: a @ b, [rng.standard_normal(k), rng.standard_normal((k, n))]
+    yield "matvec", lambda a, b: a @ b, [rng.standard_normal((m, k)), rng.standard_normal(k)]
+    yield "dot", lambda a, b: a @ b, [rng.standard_normal(k), rng.standard_normal(k)]
+    yield "bmm", lambda a, b: a @ b, [rng.standard_normal((batch, m, k)), rng.standard_normal((batch, k, n))]
+    yield "bmm_2d", lambda a, b: a @ b, [rng.standard_normal((batch, m, k)), rng.standard_normal((k, n))]
+    yield "2d_bmm", lambda a, b: a @ b.transpose(1, 2), [rng.standard_normal((m, k)),
+                                                        rng.standard_normal((batch, n, k))]
+    yield "reshape", lambda a: a.reshape(-1) * 2.0, [x3]
+    yield "view_T", lambda a: a.T.reshape(-1).view(x3.shape[::-1]), [x3]
+    yield "permute", lambda a: a.permute(2, 0, 1) * 1.0, [x3]
+    yield "slicing", lambda a: a[::2, None, ..., 1:] * 3.0 + a[-1, ..., 1:], [x3]
+    yield "expand", lambda a: a.expand(3, *a.shape) * 1.0, [rng.standard_normal((2, 1, 3))]
+    yield "contiguous", lambda a: a.T.contiguous(), [x3]
+    yield "reuse", lambda a: (a * a).sum(0) + a.sum(0) * a[0], [x3]
+    yield "where", lambda a, b: ll.where(a > b, a * 2.0, b), [_distinct(rng, sa), _distinct(rng, sa) + 0.1]
+
+
+def _scalar(f, inputs, w):
+    out = f(*inputs)
+    return out, (out * w).sum()
+
+
+def numeric_grads(f, arrays, w):
+    eps = 1e-6
+    grads = []
+    for i, x in enumerate(arrays):
+        g = np.zeros_like(x)
+        for j in np.ndindex(x.shape):
+            vals = []
+            for step in (eps, -eps):
+                xs = [a.copy() for a in arrays]
+                xs[i][j] += step
+                vals.append(_scalar(f, [ll.tensor(a, dtype=ll.float64) for a in xs], w)[1].item())
+            g[j] = (vals[0] - vals[1]) / (2 * eps)
+        grads.append(g)
+    return grads
+
+
+def analytic_grads(f, arrays, w, dtype, device):
+    leaves = [ll.tensor(a, dtype=dtype, device=device, requires_grad=True) for a in arrays]
+    out, loss = _scalar(f, leaves, w)
+    assert out.requires_grad and out.grad_fn is not None
+    loss.backward()
+    return [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("trial", range(2))
+def test_gradients_match_finite_differences_float64(rng, trial):
+    for name, f, arrays in cases(rng):
+        shape = f(*[ll.tensor(a, dtype=ll.float64) for a in arrays]).shape
+        w = ll.tensor(rng.standard_normal(shape), dtype=ll.float64)
+        got = analytic_grads(f, arrays, w, ll.float64, "cpu")
+        expect = numeric_grads(f, arrays, w)
+        for i, (g, e) in enumerate(zip(got, expect)):
+            assert g is not None and g.dtype is ll.float64 and g.shape == e.shape, (name, i)
+            np.testing.assert_allclose(g.numpy(), e, rtol=1e-5, atol=1e-6, err_msg=f"{name}: input {i}")
+
+
+@pytest.mark.parametrize("trial", range(2))
+def test_cuda_gradients_match_the_cpu_backend(device, rng, trial):
+    if device == "cpu":
+        pytest.skip("compares CUDA against the CPU backend")
+    for name, f, arrays in cases(rng):
+        arrays = [a.astype(np.float32) for a in arrays]
+        shape = f(*[ll.tensor(a) for a in arrays]).shape
+        w = rng.standard_normal(shape).astype(np.float32)
+        expect = analytic_grads(f, arrays, ll.tensor(w), ll.float32, "cpu")
+        got = analytic_grads(f, arrays, ll.tensor(w, device=device), ll.float32, device)
+        for i, (g, e) in enumerate(zip(got, expect)):
+            assert g.device.type == "cuda", (name, i)
+            np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=2e-4, atol=2e-5, err_msg=f"{name}: input {i}")
+
+
+def test_to_and_cast_carry_gradients(device, rng):
+    x = rng.standard_normal((3, 2)).astype(np.float32)
+    a = ll.tensor(x, requires_grad=True)
+    b = a.to(device)
+    c = (b * b).to("cpu").to(ll.float64).sum()
+    c.backward()
+    np.testing.assert_allclose(a.grad.numpy(), 2 * x, rtol=1e-6)
+    assert a.grad.device.type == "cpu" and a.grad.dtype is ll.float32
