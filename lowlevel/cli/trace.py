@@ -12,7 +12,9 @@ then once traced, and reports what each layer did and what it cost:
   L5 hardware     the device, its architecture, SASS or PTX JIT, and on the emulated GPU
                   the thread-instructions it executed
 
-and closes with the host's overhead against the device's time.
+and closes with the host's overhead against the device's time. With --requires-grad the
+inputs require grad: the dispatcher's route shows Autograd above the backend key, and a
+last section lists the kernels that the backward pass of the op launched.
 """
 import contextlib
 import io
@@ -23,7 +25,7 @@ import numpy as np
 
 from .. import cuda, dispatch, trace
 from ..frontend import ops
-from ..frontend.creation import tensor
+from ..frontend.creation import ones, tensor
 from ..frontend.dtypes import as_dtype
 
 UNARY = ("neg", "relu", "exp", "sum", "mean", "max", "softmax")
@@ -37,22 +39,27 @@ def add_parser(sub) -> None:
     parser.add_argument("--size", type=int, default=1024, help="square inputs of this size (default 1024)")
     parser.add_argument("--dtype", default="float32", choices=("float32", "float16"))
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--requires-grad", action="store_true",
+                        help="inputs that require grad: the route through Autograd, and the backward's kernels")
     parser.set_defaults(run=command)
 
 
 def command(args) -> int:
     """One op followed through the five layers, with what each cost."""
     try:
-        print(run(args.op, size=args.size, dtype=args.dtype, device=args.device))
+        print(run(args.op, size=args.size, dtype=args.dtype, device=args.device, requires_grad=args.requires_grad))
     except NotImplementedError as e:       # e.g. a reduction the backend has no float16 kernel for
         print(f"lowlevel trace: {e}", file=sys.stderr)
         return 2
     return 0
 
 
-def _inputs(op: str, size: int, dtype, device: str, rng):
+def _inputs(op: str, size: int, dtype, device: str, rng, requires_grad: bool = False):
     shape = (size, size)
-    make = lambda: tensor(rng.standard_normal(shape).astype(np.float32), device=device).to(dtype)  # noqa: E731
+
+    def make():
+        t = tensor(rng.standard_normal(shape).astype(np.float32), device=device).to(dtype)
+        return t.requires_grad_() if requires_grad else t
     return (make(), make()) if op in BINARY else (make(),)
 
 
@@ -60,13 +67,13 @@ def _call(op: str, args):
     return getattr(ops, op)(*args)
 
 
-def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda") -> str:
-    """The report of one traced call of `op` on square inputs."""
+def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda", requires_grad: bool = False) -> str:
+    """The report of one traced call of `op` on square inputs (that require grad, if asked)."""
     if op not in OPS:
         raise ValueError(f"trace knows {', '.join(OPS)}; not {op!r}")
     rng = np.random.default_rng(0)
     dtype = as_dtype(dtype)
-    args = _inputs(op, size, dtype, device, rng)
+    args = _inputs(op, size, dtype, device, rng, requires_grad)
     drv = cuda.get_driver()
     dev = cuda.Device(0)
 
@@ -88,6 +95,7 @@ def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda")
     end.synchronize()
     device_ms = begin.elapsed_ms(end)
     emu_instructions = _thread_instructions(drv) - emu_before
+    backward_lines = _backward(result) if requires_grad else []
     del result
 
     out = []
@@ -121,6 +129,8 @@ def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda")
     line(f"    device time between events around the call: {device_ms * 1e3:.1f} us"
          + ("  (the emulated GPU: CPU time of the emulator)" if drv.kind == "emu" else ""))
 
+    out.extend(backward_lines)
+
     line("\nL5  hardware")
     line(f"    {dev.name}: sm_{major}{minor}, {dev.multiprocessor_count} SMs, "
          f"{dev.total_memory / 2**30:.1f} GiB, CUDA driver API {drv.version() // 1000}.{drv.version() % 1000 // 10}")
@@ -144,6 +154,19 @@ def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda")
     line(f"    about {host_us:.0f} us of Python for about {device_ms * 1e3:.0f} us of "
          f"{'GPU' if drv.kind == 'cuda' else 'emulated GPU'} work ({share:.0f}% of the total is host overhead)")
     return "\n".join(out)
+
+
+def _backward(result) -> list[str]:
+    """Run result.backward(ones) and list the kernels its formulas launched."""
+    with trace.Recorder() as rec:
+        result.backward(ones(result.shape, dtype=result.dtype, device=result.device))
+    cuda.synchronize()
+    lines = [f"\nbackward  result.backward(ones) from {result.grad_fn.name}: "
+             f"{len(rec.launches)} kernel launch{'' if len(rec.launches) == 1 else 'es'}"]
+    for k in rec.launches:
+        where = f"grid {k['grid']} block {k['block']}" if k["grid"] is not None else "cuBLAS"
+        lines.append(f"    {k['kernel']} ({k['module']}, {where})")
+    return lines
 
 
 def _explain_quietly(op, args) -> str:
