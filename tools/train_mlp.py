@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))    # this checkout's lowlevel
 
-import lowlevel as ll  # noqa: E402
+import lowlevel as ll
 
 
 def teacher_data(rng, n, d_in, d_hidden, d_out):

@@ -161,8 +161,9 @@ def _backward(result) -> list[str]:
     with trace.Recorder() as rec:
         result.backward(ones(result.shape, dtype=result.dtype, device=result.device))
     cuda.synchronize()
-    lines = [f"\nbackward  result.backward(ones) from {result.grad_fn.name}: "
-             f"{len(rec.launches)} kernel launch{'' if len(rec.launches) == 1 else 'es'}"]
+    count = len(rec.launches)
+    lines = [f"\nbackward  result.backward(ones) from {result.grad_fn.name}: {count} kernel launch"
+             + ("" if count == 1 else "es")]
     for k in rec.launches:
         where = f"grid {k['grid']} block {k['block']}" if k["grid"] is not None else "cuBLAS"
         lines.append(f"    {k['kernel']} ({k['module']}, {where})")
