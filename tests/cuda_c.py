@@ -22,7 +22,7 @@ def nvrtc_ptx(source: str, arch: str = "compute_80", options=()) -> str:
 
 @functools.cache
 def _nvcc() -> str | None:
-    from lowlevel.toolchain import find_tool
+    from lowlevel.compiler.toolchain import find_tool
     return find_tool("nvcc")
 
 

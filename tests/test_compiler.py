@@ -12,7 +12,7 @@ import pytest
 from lowlevel import compiler, cuda
 from lowlevel.compiler import select
 from lowlevel.capi.images import KIND_ELF, KIND_PTX, fatbin_entries
-from lowlevel.toolchain import find_tool
+from lowlevel.compiler.toolchain import find_tool
 from conftest import poisoned
 
 SAXPY = r"""

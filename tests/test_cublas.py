@@ -288,7 +288,7 @@ def _real_cublas_or_skip():
 
 def test_every_bound_symbol_exists_in_the_real_library():
     lib = _real_cublas_or_skip()
-    missing = sorted(set(cublas.PROTOTYPES) - set(lib._functions))
+    missing = sorted(set(cublas.PROTOTYPES) - set(lib.bound()))
     assert not missing, f"not exported by {lib.description}: {missing}"
     assert lib.status_name(7) == "CUBLAS_STATUS_INVALID_VALUE"
 

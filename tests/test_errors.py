@@ -136,7 +136,7 @@ def test_cubin_on_the_emulator_is_refused_clearly(driver):
 
 
 def test_fatbin_runs_its_ptx(driver, rng, tmp_path):
-    from lowlevel.toolchain import find_tool
+    from lowlevel.compiler.toolchain import find_tool
     nvcc = find_tool("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not found")

@@ -3,6 +3,7 @@
 Everything here works the same on the real libcuda and on the emulated GPU (lowlevel.emu);
 `driver_info()` says which one runs.
 """
+from ..capi.versions import format_driver_version
 from .context import Device, device_count, reset_device, synchronize
 from .driver import get_driver, real_driver_status, use_driver
 from .errors import ContextResetError, CudaError
@@ -17,8 +18,7 @@ from .allocator import empty_cache, memory_stats
 def driver_info() -> dict:
     """Which driver runs ("cuda" or "emu"), what it is, and its CUDA version."""
     drv = get_driver()
-    v = drv.version()
-    return {"kind": drv.kind, "description": drv.description, "version": f"{v // 1000}.{v % 1000 // 10}"}
+    return {"kind": drv.kind, "description": drv.description, "version": format_driver_version(drv.version())}
 
 
 __all__ = [
