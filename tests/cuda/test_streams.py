@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lowlevel import cuda
-from conftest import poisoned
+from helpers.memory import poisoned
 
 GATE_TIMEOUT = 20       # a callback never blocks a stream forever, even if a test fails
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-PTX_DIR = Path(__file__).resolve().parent.parent / "ptx"
+PTX_DIR = Path(__file__).resolve().parents[2] / "ptx"
 PTX_FILES = sorted(PTX_DIR.glob("*.ptx"))
 ARCHS = ["sm_80", "sm_90"]
 MAX_VERSION = (7, 8)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lowlevel import cuda, kernels
-from conftest import poisoned
+from helpers.memory import poisoned
 
 OOB_PTX = r"""
 .version 7.0

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from lowlevel import cuda
-from conftest import poisoned
+from helpers.memory import poisoned
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint16, np.int64])

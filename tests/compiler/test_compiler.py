@@ -13,7 +13,7 @@ from lowlevel import compiler, cuda
 from lowlevel.compiler import select
 from lowlevel.capi.images import KIND_ELF, KIND_PTX, fatbin_entries
 from lowlevel.compiler.toolchain import find_tool
-from conftest import poisoned
+from helpers.memory import poisoned
 
 SAXPY = r"""
 extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from lowlevel import kernels
-from conftest import device_poisoned, download, upload
+from helpers.memory import device_poisoned, download, upload
 
 
 def test_transpose(driver, rng):

@@ -11,7 +11,7 @@ import pytest
 from lowlevel import cuda, kernels
 from lowlevel.cuda import cublas
 from lowlevel.cuda.gemm import gemm_rowmajor
-from conftest import download, upload
+from helpers.memory import download, upload
 
 PAD = np.float32(-7.25)          # what the padding rows of C hold; they must stay so
 

@@ -9,7 +9,7 @@ import pytest
 import lowlevel as ll
 from lowlevel import cuda, kernels
 from lowlevel.cuda import cublas
-from conftest import device_poisoned, download, poisoned, upload
+from helpers.memory import device_poisoned, download, poisoned, upload
 
 GLOBAL_PTX = """
 .version 7.0

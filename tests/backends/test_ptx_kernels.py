@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lowlevel import kernels
-from conftest import device_poisoned, download, upload
+from helpers.memory import device_poisoned, download, upload
 
 
 def sizes(rng):
