@@ -2,7 +2,6 @@
 loaded with Module.from_ptx and run through mem_alloc / memcpy / launch on each driver."""
 import numpy as np
 import pytest
-
 from helpers.cuda_c import COMPILERS, load_compiled
 from helpers.memory import device_poisoned, download, upload
 

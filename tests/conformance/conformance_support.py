@@ -23,8 +23,8 @@ import pathlib
 
 import numpy as np
 import pytest
-
 from helpers.cuda_c import load_compiled, nvcc_ptx
+
 from lowlevel import compiler, cuda
 
 BUILDS = {
