@@ -16,7 +16,9 @@ The layers are the folders:
 
 This module re-exports the public API, and imports the backends so that they register.
 """
-__version__ = "0.1.0"
+from .capi.versions import LOWLEVEL_VERSION
+
+__version__ = LOWLEVEL_VERSION
 
 from . import backends  # noqa: E402,F401  (registers the CPU and CUDA kernels)
 from .backends import ptx as kernels  # noqa: E402,F401

@@ -1,5 +1,7 @@
 """Every test that takes the `driver` fixture runs once per driver present: the emulated
-GPU always, the real driver when libcuda loads and has a device (else skipped, saying why)."""
+GPU always, the real driver when libcuda loads and has a device (else skipped, saying why).
+
+Fixtures only: the helpers tests share are in tests/helpers/ (`from helpers.memory import upload`)."""
 import os
 
 import numpy as np
@@ -49,7 +51,6 @@ def device(request):
 @pytest.fixture(autouse=True, scope="session")
 def private_compile_cache(tmp_path_factory):
     """Compiles in the tests go to a cache of their own, not the user's."""
-    import os
     os.environ["LOWLEVEL_CACHE_DIR"] = str(tmp_path_factory.mktemp("compile-cache"))
 
 
@@ -64,36 +65,6 @@ def rng():
 def mem(request):
     """An emulated GPU's memory, driven directly (tests/emu): one per test module, of the
     module's DEVICE_MEMORY_BYTES (128 MiB where it sets none)."""
-    from lowlevel.emu.memory import DeviceMemory
+    # Imported here, not at the top: only the engine tests of tests/emu drive it directly.
+    from lowlevel.emu.memory import DeviceMemory  # noqa: PLC0415
     return DeviceMemory(getattr(request.module, "DEVICE_MEMORY_BYTES", 1 << 27))
-
-
-def poisoned(shape, dtype=np.float32) -> np.ndarray:
-    """A host array full of a value no kernel computes by accident (NaN, or 0xDEADBEEF)."""
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return np.full(shape, np.nan, dtype)
-    return np.full(shape, 0xDEADBEEF & ((1 << (8 * dtype.itemsize - (dtype.kind == "i"))) - 1), dtype)
-
-
-def device_poisoned(nbytes: int):
-    """A device allocation filled with 0xFF bytes (NaN as float32), so unwritten elements show."""
-    d = cuda.mem_alloc(nbytes)
-    cuda.memset_d8(d, 0xFF, nbytes)
-    return d
-
-
-def upload(host: np.ndarray):
-    """A device allocation holding `host` (1 byte for an empty array: mem_alloc takes no 0)."""
-    dev = cuda.mem_alloc(max(1, host.nbytes))
-    if host.nbytes:
-        cuda.memcpy_htod(dev, np.ascontiguousarray(host))
-    return dev
-
-
-def download(dev, shape, dtype=np.float32) -> np.ndarray:
-    """The device array at `dev`, copied into a poisoned host array of `shape` and `dtype`."""
-    out = poisoned(shape, dtype)
-    if out.nbytes:
-        cuda.memcpy_dtoh(out, dev)
-    return out

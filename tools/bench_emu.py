@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from lowlevel import cuda, kernels  # noqa: E402
+from lowlevel import cuda, emu, kernels  # noqa: E402
 
 TARGETS = {"vector_add": 0.100, "sgemm_tiled": 2.0}     # seconds per launch
 SPEEDUP_TARGET = 1000.0
@@ -54,12 +54,9 @@ def first_line(exc: BaseException) -> str:
 
 
 def last_stats():
-    """The emulator's LaunchStats of the last completed launch (ctx.last_launch_stats)."""
-    try:
-        from lowlevel.emu import driver as emu_driver
-        return emu_driver._ctx().last_launch_stats[1]
-    except Exception:
-        return None
+    """The emulator's LaunchStats of the last completed launch, or None."""
+    last = emu.last_launch_stats()
+    return None if last is None else last[1]
 
 
 def upload(host):

@@ -111,7 +111,7 @@ def _field(head: bytes, fmt: str, at: int) -> int:
 def _decompress(entry: dict) -> bytes:
     if entry["flags"] & FLAG_COMPRESSED_ZSTD:
         try:
-            import zstandard
+            import zstandard  # noqa: PLC0415  (only zstd-compressed fatbins need it; its absence is reported)
         except ImportError:
             raise ImageError("CUDA_ERROR_INVALID_IMAGE",
                              "the fatbin's PTX is zstd-compressed and the zstandard package is not installed")

@@ -6,6 +6,16 @@ older driver, while a cubin compiled for the exact GPU does.
 """
 import re
 
+# lowlevel's own version (lowlevel.__version__); the compile cache keys on it, and it lives
+# here, at the bottom, so that the compiler need not import the package's root for it.
+LOWLEVEL_VERSION = "0.1.0"
+
+
+def format_driver_version(version: int) -> str:
+    """A CUDA version as cuDriverGetVersion reports it (1000 * major + 10 * minor) in the
+    usual form: 13000 -> "13.0", 12080 -> "12.8"."""
+    return f"{version // 1000}.{version % 1000 // 10}"
+
 
 def max_ptx_isa(driver_version: int) -> tuple[int, int]:
     """The newest PTX ISA a driver of this CUDA version (e.g. 13000) JITs.

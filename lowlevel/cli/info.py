@@ -1,6 +1,7 @@
 """`lowlevel info`: the driver in use (real or emulated, and why), each device, and the
 toolchain found."""
-from .. import __version__, cuda, toolchain
+from .. import __version__, cuda
+from ..compiler import toolchain
 
 
 def add_parser(sub) -> None:
@@ -14,8 +15,9 @@ def command(args) -> int:
     print(f"driver:  {info['kind']} - {info['description']}")
     print(f"         CUDA driver API version {info['version']}")
     if info["kind"] == "emu":
-        from ..emu import assembler     # only the emulated GPU has a JIT of lowlevel's own
-        print(f"         PTX JIT: {assembler.description()}")
+        # Imported here, not at the top: only the emulated GPU has a JIT of lowlevel's own.
+        from .. import emu  # noqa: PLC0415
+        print(f"         PTX JIT: {emu.assembler_description()}")
     for i in range(cuda.device_count()):
         dev = cuda.Device(i)
         major, minor = dev.compute_capability

@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from .. import cuda, dispatch, trace
+from ..capi.versions import format_driver_version
 from ..frontend import ops
 from ..frontend.creation import ones, tensor
 from ..frontend.dtypes import as_dtype
@@ -133,7 +134,7 @@ def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda",
 
     line("\nL5  hardware")
     line(f"    {dev.name}: sm_{major}{minor}, {dev.multiprocessor_count} SMs, "
-         f"{dev.total_memory / 2**30:.1f} GiB, CUDA driver API {drv.version() // 1000}.{drv.version() % 1000 // 10}")
+         f"{dev.total_memory / 2**30:.1f} GiB, CUDA driver API {format_driver_version(drv.version())}")
     kinds = sorted({k["image_kind"] for k in rec.launches})
     meaning = {"sass": "SASS, machine code for this GPU", "ptx-jit": "PTX the driver compiled at load",
                "emulated": "cuBLAS emulated with numpy on the CPU"}
@@ -179,5 +180,5 @@ def _thread_instructions(drv) -> int:
     if drv.kind != "emu":
         return 0
     # Imported here, not at the top: on a real GPU the emulator is never loaded.
-    from ..emu import driver as emu_driver  # noqa: PLC0415
-    return emu_driver.thread_instructions()
+    from .. import emu  # noqa: PLC0415
+    return emu.thread_instructions()

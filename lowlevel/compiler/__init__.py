@@ -9,8 +9,17 @@
     resource_usage(cubin)                                registers, shared, stack, spills...
 
 None of it needs a GPU. Results are cached on disk (see cache.py).
+
+    archs.py      "sm_90", 90 or (9, 0) -> 90
+    nvrtc.py      NVRTC through cuda-python          jitlink.py   nvJitLink
+    fatbin.py     nvfatbin                            inspect.py   cuobjdump, nvdisasm, ptxas logs
+    cache.py      the on-disk cache                   select.py    SASS or PTX for a driver
+    toolchain.py  the programs and libraries found    errors.py    CompileError, LinkError, ToolMissing
+
+This package sits below lowlevel.cuda (cuda.Module.from_cuda compiles with it) and imports
+only lowlevel.capi: compiling needs no driver.
 """
-from .. import __version__
+from ..capi.versions import LOWLEVEL_VERSION
 from . import cache, fatbin, jitlink, nvrtc
 from .archs import parse_arch
 from .errors import CompileError, LinkError, ToolMissing
@@ -20,7 +29,7 @@ DEFAULT_ARCH = "sm_90"
 
 
 def _toolkit() -> dict:
-    return {"nvrtc": nvrtc.version(), "lowlevel": __version__}
+    return {"nvrtc": nvrtc.version(), "lowlevel": LOWLEVEL_VERSION}
 
 
 def _cached(kind: str, produce, *key_parts):
@@ -92,7 +101,7 @@ def link_ptx(ptx: str, arch=DEFAULT_ARCH, options=()) -> bytes:
     def produce():
         cubin, info = jitlink.ptx_to_cubin(ptx, a, tuple(options))
         return cubin, {"log": info}
-    cubin, meta = _cached("nvjitlink", produce, ptx, a, list(options), jitlink.version(), __version__)
+    cubin, meta = _cached("nvjitlink", produce, ptx, a, list(options), jitlink.version(), LOWLEVEL_VERSION)
     remember_ptxas_log(cubin, meta["log"])
     return cubin
 

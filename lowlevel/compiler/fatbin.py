@@ -5,7 +5,7 @@ from .errors import LinkError, ToolMissing
 
 def _nvfatbin():
     try:
-        from cuda.bindings import nvfatbin
+        from cuda.bindings import nvfatbin  # noqa: PLC0415  (loaded on first use; ToolMissing says what to install)
     except ImportError as e:
         raise ToolMissing("nvfatbin bindings are missing: pip install cuda-python nvidia-nvfatbin") from e
     return nvfatbin

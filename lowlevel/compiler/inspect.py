@@ -8,7 +8,7 @@ import re
 import subprocess
 import tempfile
 
-from ..toolchain import find_tool
+from .toolchain import find_tool
 from .errors import ToolMissing
 
 _ptxas_logs: dict[str, str] = {}        # sha256 of a cubin -> ptxas verbose log that made it

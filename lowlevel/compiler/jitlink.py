@@ -4,7 +4,7 @@ from .errors import LinkError, ToolMissing
 
 def _nvjitlink():
     try:
-        from cuda.bindings import nvjitlink
+        from cuda.bindings import nvjitlink  # noqa: PLC0415  (loaded on first use; ToolMissing says what to install)
     except ImportError as e:
         raise ToolMissing("nvJitLink bindings are missing: pip install cuda-python nvidia-nvjitlink") from e
     return nvjitlink

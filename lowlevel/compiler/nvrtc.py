@@ -9,7 +9,7 @@ from .errors import CompileError, ToolMissing
 
 def _nvrtc():
     try:
-        from cuda.bindings import nvrtc
+        from cuda.bindings import nvrtc  # noqa: PLC0415  (loaded on first use; ToolMissing says what to install)
     except ImportError as e:
         raise ToolMissing("NVRTC bindings are missing: pip install cuda-python nvidia-cuda-nvrtc") from e
     return nvrtc
@@ -73,7 +73,7 @@ def _default_include_path() -> list[str]:
     """--include-path for the CUDA headers (cuda_fp16.h, cuda_bf16.h, ...), so sources can
     #include them as with nvcc; NVRTC itself brings only its builtin headers."""
     try:
-        from cuda.pathfinder import find_nvidia_header_directory
+        from cuda.pathfinder import find_nvidia_header_directory  # noqa: PLC0415  (optional: without it, no --include-path)
         include = find_nvidia_header_directory("cudart")
     except Exception:
         include = None

@@ -6,7 +6,7 @@ driver is at least as new as the compiler's PTX ISA: NVRTC 13.5 writes `.version
 which a CUDA 13.0 driver refuses (CUDA_ERROR_UNSUPPORTED_PTX_VERSION). The emulated GPU
 runs PTX only, so there PTX must fit its driver version.
 """
-from ..capi.versions import max_ptx_isa
+from ..capi.versions import format_driver_version, max_ptx_isa
 
 
 class NoLoadableImage(RuntimeError):
@@ -19,7 +19,7 @@ def plan(emulated: bool, device_arch: int, driver_version: int, sass_archs, ptx_
 
     Raises NoLoadableImage, saying exactly why, when neither can work."""
     newest = max_ptx_isa(driver_version)
-    driver = f"{driver_version // 1000}.{driver_version % 1000 // 10}"
+    driver = format_driver_version(driver_version)
     ptx_ok = tuple(ptx_isa) <= newest
     steps = []
     if not emulated and device_arch in sass_archs:

@@ -1,8 +1,23 @@
 """Layer 2 and the driver objects: the CUDA driver API through ctypes.
 
+    driver.py        which driver runs (the real libcuda or lowlevel.emu, chosen in one place),
+                     the checked C function table, and what a driver brings (its hooks)
+    bindings.py      the C prototypes of capi/ bound to a library or to Python callbacks
+    checked.py       integer arguments range-checked before they become C values
+    context.py       devices, the primary context, resets (on_reset), finalizer safety
+    memory.py        device and pinned memory, copies, memsets
+    stream.py        streams, events, host callbacks
+    module.py        modules (PTX, cubin, fatbin, CUDA C via lowlevel.compiler), kernels, launch
+    kernel_args.py   Python values packed into a kernel's parameter buffer
+    ptx_signature.py a PTX kernel's declared parameter types
+    allocator.py     the caching allocator under CUDA tensors
+    cublas.py        cuBLAS, bound like the driver; gemm.py: row-major GEMM on top of it
+    errors.py        CudaError, ContextResetError
+
 Everything here works the same on the real libcuda and on the emulated GPU (lowlevel.emu);
-`driver_info()` says which one runs.
+nothing here asks which one it has. `driver_info()` says which one runs.
 """
+from ..capi.versions import format_driver_version
 from .context import Device, device_count, reset_device, synchronize
 from .driver import get_driver, real_driver_status, use_driver
 from .errors import ContextResetError, CudaError
@@ -17,8 +32,7 @@ from .allocator import empty_cache, memory_stats
 def driver_info() -> dict:
     """Which driver runs ("cuda" or "emu"), what it is, and its CUDA version."""
     drv = get_driver()
-    v = drv.version()
-    return {"kind": drv.kind, "description": drv.description, "version": f"{v // 1000}.{v % 1000 // 10}"}
+    return {"kind": drv.kind, "description": drv.description, "version": format_driver_version(drv.version())}
 
 
 __all__ = [

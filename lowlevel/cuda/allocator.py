@@ -19,6 +19,7 @@ import threading
 from . import context
 from .context import ensure_context
 from .memory import mem_alloc
+from .stream import Event
 
 ROUND = 512
 SMALL_LIMIT = 1 << 20
@@ -136,7 +137,6 @@ class CachingAllocator:
             block.free = True
             self.allocated -= block.size
             if block.other_streams:
-                from .stream import Event
                 block.events = [Event(timing=False).record(s) for s in block.other_streams]
                 block.other_streams = set()
                 self._pending.append(block)

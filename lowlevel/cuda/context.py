@@ -125,6 +125,17 @@ def synchronize() -> None:
     drv.cuCtxSynchronize()
 
 
+# What must go before a context is reset (cuBLAS's handles live in it): the modules that
+# keep such state subscribe here, so this module calls them without importing them.
+_reset_callbacks: list = []
+
+
+def on_reset(callback) -> None:
+    """Call `callback()` in reset_device(), before the context goes away."""
+    if callback not in _reset_callbacks:
+        _reset_callbacks.append(callback)
+
+
 def reset_device() -> None:
     """Destroy and recreate the current device's primary context (cuDevicePrimaryCtxReset).
 
@@ -132,8 +143,8 @@ def reset_device() -> None:
     allocation, module, stream and event made before is invalid and must be made again.
     """
     drv, ctx = ensure_context()
-    from .cublas import drop_thread_handles
-    drop_thread_handles()                  # cuBLAS state lives in the context going away
+    for callback in list(_reset_callbacks):
+        callback()
     drv.cuDevicePrimaryCtxReset(ctx.ordinal)
     ctx.generation += 1                    # every thread makes the new context current again
     handle = ctypes.c_void_p()
@@ -156,8 +167,13 @@ class ContextResource:
     _released = False
 
     def _adopt(self) -> None:
-        self._drv, self._ctx = ensure_context()
-        self._generation = self._ctx.generation
+        self._drv, self.context = ensure_context()
+        self.context_generation = self.context.generation
+
+    @property
+    def driver(self) -> Driver:
+        """The driver this object was made with (and is released to)."""
+        return self._drv
 
     def _release(self) -> None:
         raise NotImplementedError
@@ -165,7 +181,7 @@ class ContextResource:
     def check_context(self) -> None:
         """Refuse this object if its context was reset after it was made: the new context
         may have given its handle or address to something else."""
-        if self._generation != self._ctx.generation:
+        if self.context_generation != self.context.generation:
             raise ContextResetError(
                 f"this {type(self).__name__} belongs to a context that was reset (cuda.reset_device()); "
                 f"everything made before the reset must be made again")
@@ -177,8 +193,8 @@ class ContextResource:
             release_later(self.release)
             return
         self._released = True
-        if not shutting_down and self._generation == self._ctx.generation:
-            _make_current(self._drv, self._ctx)     # it may be released on any thread
+        if not shutting_down and self.context_generation == self.context.generation:
+            _make_current(self._drv, self.context)     # it may be released on any thread
             self._release()
 
     def __del__(self):
@@ -202,7 +218,7 @@ class ContextBound:
     def __get__(self, obj, owner=None):
         if obj is None:
             return self
-        if obj._generation != obj._ctx.generation:
+        if obj.context_generation != obj.context.generation:
             obj.check_context()
         return obj.__dict__[self.storage]
 

@@ -18,10 +18,10 @@ import numpy as np
 
 from .. import trace
 from .checked import IntegerArguments
-from .context import ContextBound, ContextResource, current_device_ordinal, ensure_context
-from .driver import _show
 from ..capi.cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
-from .memory import _ptr
+from .context import ContextBound, ContextResource, current_device_ordinal, ensure_context, on_reset
+from .driver import Driver, show_argument
+from .memory import device_pointer as _ptr
 from .stream import stream_handle
 
 Status = c_int
@@ -74,11 +74,13 @@ class CublasError(RuntimeError):
 
 
 class Cublas:
-    """The cuBLAS function table bound to one implementation (kind "cuda" or "emu")."""
+    """The cuBLAS function table bound to one implementation (kind "cuda" or "emu", for
+    reports); a failed call first raises the interrupt that `driver` kept, if any."""
 
-    def __init__(self, kind: str, functions: dict, description: str):
+    def __init__(self, kind: str, functions: dict, description: str, driver: Driver | None = None):
         self.kind = kind
         self.description = description
+        self.driver = driver
         self._functions = functions
         # m, n, k, lda... are C ints: one past 2**31 must not reach cuBLAS as its low bits
         self._integers = {name: IntegerArguments(name, PROTOTYPES[name][1]) for name in functions}
@@ -97,14 +99,17 @@ class Cublas:
             else:
                 start = time.perf_counter()
                 status = fn(*args)
-                trace.note_call("cublas", name, ", ".join(_show(a) for a in args), STATUS_NAME.get(status, str(status)),
-                                time.perf_counter() - start)
+                trace.note_call("cublas", name, ", ".join(show_argument(a) for a in args),
+                                STATUS_NAME.get(status, str(status)), time.perf_counter() - start)
             if status != 0:
-                if self.kind == "emu":
-                    from .driver import get_driver
-                    get_driver().reraise_interrupt()
+                if self.driver is not None:
+                    self.driver.reraise_interrupt()
                 raise CublasError(status, name, self.status_string(status))
         return checked
+
+    def bound(self) -> list[str]:
+        """The names of the C functions this implementation exports, of those in PROTOTYPES."""
+        return sorted(self._functions)
 
     def status_name(self, status: int) -> str:
         return ctypes.string_at(self._functions["cublasGetStatusName"](status)).decode()
@@ -122,11 +127,14 @@ def _bind(lookup) -> dict:
     return bound
 
 
-def load_real() -> Cublas:
+def load_real(driver: Driver | None = None) -> Cublas:
     """libcublas, found by cuda.pathfinder; ImportError-like RuntimeError when absent."""
-    from cuda.pathfinder import load_nvidia_dynamic_lib
+    # Imported here, not at the top: only a real GPU with the gpu extra needs cuda-python's
+    # library finder for cuBLAS.
+    from cuda.pathfinder import load_nvidia_dynamic_lib  # noqa: PLC0415
     try:
-        lib = ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path)
+        path = load_nvidia_dynamic_lib("cublas").abs_path
+        lib = ctypes.CDLL(path)
     except Exception as e:
         raise RuntimeError(f"libcublas is not installed (pip install 'lowlevel[gpu]'): {e}") from e
 
@@ -135,30 +143,31 @@ def load_real() -> Cublas:
         if fn is not None:
             fn.restype, fn.argtypes = restype, list(argtypes)
         return fn
-    return Cublas("cuda", _bind(lookup), f"libcublas ({lib._name})")
+    return Cublas("cuda", _bind(lookup), f"libcublas ({path})", driver)
 
 
-def load_emulated() -> Cublas:
-    from ..emu import cublas as emu_cublas
-    implementations = emu_cublas.functions()
+def load_emulated(driver: Driver) -> Cublas:
+    """The cuBLAS that `driver` brings (the emulated GPU's), bound as ctypes callbacks."""
+    implementations = driver.cublas_functions()
 
     def lookup(name, restype, argtypes):
         impl = implementations.get(name)
         return None if impl is None else ctypes.CFUNCTYPE(restype, *argtypes)(impl)
-    return Cublas("emu", _bind(lookup), "emulated cuBLAS (lowlevel.emu.cublas)")
+    return Cublas(driver.kind, _bind(lookup), f"cuBLAS of the {driver.description}", driver)
 
 
-_libraries: dict[str, Cublas] = {}
+_libraries: dict[int, Cublas] = {}       # id(driver) -> its cuBLAS
 _lock = threading.Lock()
 
 
 def library() -> Cublas:
-    """cuBLAS for the driver in use: the real library on the real driver, else the emulated one."""
+    """cuBLAS for the driver in use: the one it brings (the emulated GPU's), else libcublas."""
     drv, _ = ensure_context()
     with _lock:
-        lib = _libraries.get(drv.kind)
+        lib = _libraries.get(id(drv))
         if lib is None:
-            lib = _libraries[drv.kind] = load_real() if drv.kind == "cuda" else load_emulated()
+            lib = load_real(drv) if drv.cublas_functions is None else load_emulated(drv)
+            _libraries[id(drv)] = lib
     return lib
 
 
@@ -218,6 +227,9 @@ def drop_thread_handles() -> None:
         except Exception:
             pass            # a broken context: the reset reclaims it
     _per_thread.handles = {}
+
+
+on_reset(drop_thread_handles)              # cuBLAS state lives in the context going away
 
 
 def get_handle(stream=None) -> Handle:

@@ -52,7 +52,7 @@ class DriverFunction:
         if code != 0:
             self.driver.reraise_interrupt()
         elapsed = time.perf_counter() - start
-        shown = ", ".join(_show(a) for a in args)
+        shown = ", ".join(show_argument(a) for a in args)
         result = CURESULT_NAME.get(code, str(code))
         trace.note_call(self.driver.kind, self.symbol, shown, result, elapsed)
         if self.driver.log_api:
@@ -61,7 +61,7 @@ class DriverFunction:
         return code
 
 
-def _show(arg) -> str:
+def show_argument(arg) -> str:
     """An argument as the log shows it; byref out-parameters with the value they now hold."""
     obj = getattr(arg, "_obj", None)                # what byref(x) points at
     if obj is not None:
@@ -78,16 +78,39 @@ def _show(arg) -> str:
     return repr(arg)
 
 
-class Driver:
-    """The C function table bound to one implementation.
+def no_interrupt() -> BaseException | None:
+    """The real driver's interrupt hook: a C library never holds one of Python's."""
+    return None
 
-    .kind is "cuda" (the real libcuda) or "emu" (the emulated GPU); .description says which
-    library it is, and why it was chosen.
+
+def no_details(code: int) -> str:
+    """The real driver's error-detail hook: it says nothing beyond the error string."""
+    return ""
+
+
+class Driver:
+    """The C function table bound to one implementation, with what that implementation
+    provides besides its C functions. The loader below builds it; nothing else in
+    lowlevel.cuda asks which implementation it is.
+
+    .kind is "cuda" (the real libcuda) or "emu" (the emulated GPU), for reports only;
+    .description says which library it is, and why it was chosen. .runs_sass: whether
+    the driver loads SASS (cubins) for its device; the emulated GPU runs PTX only.
+    .pending_interrupt() returns a Ctrl-C (or SystemExit) that arrived inside a call, to be
+    raised again here; .error_details(code) what the driver knows about its last failure.
+    .cublas_functions() returns cuBLAS's C functions when the driver brings its own
+    implementation of them (the emulated GPU does); None: the real libcublas is loaded.
     """
 
-    def __init__(self, kind: str, functions: dict, description: str, keepalive=None):
+    def __init__(self, kind: str, functions: dict, description: str, *, runs_sass: bool,
+                 pending_interrupt=no_interrupt, error_details=no_details, cublas_functions=None,
+                 keepalive=None):
         self.kind = kind
         self.description = description
+        self.runs_sass = runs_sass
+        self.pending_interrupt = pending_interrupt
+        self.error_details = error_details
+        self.cublas_functions = cublas_functions
         self.log_api = os.environ.get("LOWLEVEL_LOG_API", "") not in ("", "0")
         self._keepalive = keepalive         # the emulator's callbacks must outlive every call
         for name, cfunc in functions.items():
@@ -101,15 +124,13 @@ class Driver:
         raise AttributeError(name)
 
     def reraise_interrupt(self) -> None:
-        """Raise the Ctrl-C (or SystemExit) that arrived inside an emulated call.
+        """Raise the Ctrl-C (or SystemExit) that arrived inside a call of this driver.
 
         The emulator runs as ctypes callbacks, and an exception cannot cross the C boundary:
         the callback keeps it and fails the call, and it is raised again here, on our side."""
-        if self.kind == "emu":
-            from ..emu import driver as emu_driver
-            exc = emu_driver.pending_interrupt()
-            if exc is not None:
-                raise exc
+        exc = self.pending_interrupt()
+        if exc is not None:
+            raise exc
 
     def error(self, code: int, symbol: str, log: str = "") -> CudaError:
         """The CudaError for `code`, with the driver's own description of it."""
@@ -117,11 +138,7 @@ class Driver:
         description = ""
         if self.cuGetErrorString.cfunc(code, ctypes.byref(text)) == 0 and text.value:
             description = text.value.decode(errors="replace")
-        details = ""
-        if self.kind == "emu":
-            from ..emu import driver as emu_driver
-            details = emu_driver.error_details(code)
-        return CudaError(code, symbol, description, log, details)
+        return CudaError(code, symbol, description, log, self.error_details(code))
 
     def version(self) -> int:
         """cuDriverGetVersion: 1000 * major + 10 * minor, e.g. 13000 for 13.0."""
@@ -136,7 +153,7 @@ def _load_real(path: str) -> tuple[Driver | None, str]:
         lib = ctypes.CDLL(path)
     except OSError as e:
         return None, f"{path} not loadable ({e})"
-    drv = Driver("cuda", bindings.bind_library(lib), f"real driver ({path})")
+    drv = Driver("cuda", bindings.bind_library(lib), f"real driver ({path})", runs_sass=True)
     code = drv.cuInit.unchecked(0)
     if code != 0:
         return None, f"{path} loaded but cuInit failed with {CURESULT_NAME.get(code, code)}"
@@ -148,10 +165,12 @@ def _load_real(path: str) -> tuple[Driver | None, str]:
 
 
 def _load_emulator(reason: str) -> Driver:
-    from ..emu import driver as emu_driver
-    functions = bindings.bind_python(emu_driver.functions())
+    # Imported here, not at the top: where a real GPU runs, the emulator is never loaded.
+    from .. import emu  # noqa: PLC0415
+    functions = bindings.bind_python(emu.functions())
     description = "emulated GPU (lowlevel.emu)" + (f"; {reason}" if reason else "")
-    return Driver("emu", functions, description, keepalive=functions)
+    return Driver("emu", functions, description, runs_sass=False, pending_interrupt=emu.pending_interrupt,
+                  error_details=emu.error_details, cublas_functions=emu.cublas_functions, keepalive=functions)
 
 
 _lock = threading.Lock()

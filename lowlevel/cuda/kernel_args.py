@@ -16,13 +16,14 @@ import struct
 
 import numpy as np
 
+from .memory import DeviceAllocation
+
 _INT_FORMAT = {1: "b", 2: "h", 4: "i", 8: "q"}
 _FLOAT_FORMAT = {2: "e", 4: "f", 8: "d"}
 
 
 def _device_address(value):
     """The device address an object stands for, or None if it is not device memory."""
-    from .memory import DeviceAllocation
     if isinstance(value, DeviceAllocation):
         if value.ptr is None:
             raise ValueError("the DeviceAllocation has been freed")
@@ -82,7 +83,7 @@ def pack_value(kernel: str, index: int, name: str, ptype: str | None, size: int,
         if len(data) != size:
             raise ValueError(f"{where}: got {len(data)} bytes")
         return data
-    if isinstance(value, ctypes._SimpleCData):
+    if isinstance(value, ctypes._SimpleCData):  # noqa: SLF001  (the base of ctypes' scalar types; it has no public name)
         data = bytes(value)
         if len(data) != size:
             raise TypeError(f"{where}: got a {type(value).__name__} ({len(data)} bytes)")

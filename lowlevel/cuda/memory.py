@@ -57,7 +57,8 @@ class DeviceAllocation(ContextResource):
             self._drv.cuMemFree(ptr)
 
 
-def _ptr(x) -> int:
+def device_pointer(x) -> int:
+    """The CUdeviceptr a DeviceAllocation or an int stands for (refused once freed)."""
     if isinstance(x, DeviceAllocation):
         if x.ptr is None:
             raise ValueError("the DeviceAllocation has been freed")
@@ -127,7 +128,7 @@ def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
     nbytes = c_integer(max(1, count * dtype.itemsize), c_size_t, "pinned_empty: nbytes")
     block = _PinnedBlock(nbytes)
     raw = (ctypes.c_char * block.nbytes).from_address(block.address)
-    raw._owner = block              # the array's base keeps the block alive
+    raw.owner = block               # the array's base keeps the block alive
     return np.frombuffer(raw, dtype=dtype, count=count).reshape(shape)
 
 
@@ -156,7 +157,7 @@ def memcpy_htod(dst, src: np.ndarray) -> None:
     src = _host_array(src, "memcpy_htod source")
     _check_fits(dst, src.nbytes, "memcpy_htod")
     drv, _ = ensure_context()
-    drv.cuMemcpyHtoD(_ptr(dst), src.ctypes.data, src.nbytes)
+    drv.cuMemcpyHtoD(device_pointer(dst), src.ctypes.data, src.nbytes)
 
 
 def memcpy_dtoh(dst: np.ndarray, src) -> None:
@@ -164,7 +165,7 @@ def memcpy_dtoh(dst: np.ndarray, src) -> None:
     dst = _writable(_host_array(dst, "memcpy_dtoh destination"), "memcpy_dtoh")
     _check_fits(src, dst.nbytes, "memcpy_dtoh")
     drv, _ = ensure_context()
-    drv.cuMemcpyDtoH(dst.ctypes.data, _ptr(src), dst.nbytes)
+    drv.cuMemcpyDtoH(dst.ctypes.data, device_pointer(src), dst.nbytes)
 
 
 def memcpy_dtod(dst, src, nbytes: int) -> None:
@@ -173,7 +174,7 @@ def memcpy_dtod(dst, src, nbytes: int) -> None:
     _check_fits(dst, nbytes, "memcpy_dtod destination")
     _check_fits(src, nbytes, "memcpy_dtod source")
     drv, _ = ensure_context()
-    drv.cuMemcpyDtoD(_ptr(dst), _ptr(src), nbytes)
+    drv.cuMemcpyDtoD(device_pointer(dst), device_pointer(src), nbytes)
 
 
 def memcpy_htod_async(dst, src: np.ndarray, stream=None) -> None:
@@ -183,7 +184,7 @@ def memcpy_htod_async(dst, src: np.ndarray, stream=None) -> None:
     _check_fits(dst, src.nbytes, "memcpy_htod_async")
     handle = stream_handle(stream, "memcpy_htod_async: stream")
     drv, _ = ensure_context()
-    drv.cuMemcpyHtoDAsync(_ptr(dst), src.ctypes.data, src.nbytes, handle)
+    drv.cuMemcpyHtoDAsync(device_pointer(dst), src.ctypes.data, src.nbytes, handle)
 
 
 def memcpy_dtoh_async(dst: np.ndarray, src, stream=None) -> None:
@@ -193,7 +194,7 @@ def memcpy_dtoh_async(dst: np.ndarray, src, stream=None) -> None:
     _check_fits(src, dst.nbytes, "memcpy_dtoh_async")
     handle = stream_handle(stream, "memcpy_dtoh_async: stream")
     drv, _ = ensure_context()
-    drv.cuMemcpyDtoHAsync(dst.ctypes.data, _ptr(src), dst.nbytes, handle)
+    drv.cuMemcpyDtoHAsync(dst.ctypes.data, device_pointer(src), dst.nbytes, handle)
 
 
 def memcpy_dtod_async(dst, src, nbytes: int, stream=None) -> None:
@@ -202,7 +203,7 @@ def memcpy_dtod_async(dst, src, nbytes: int, stream=None) -> None:
     _check_fits(src, nbytes, "memcpy_dtod_async source")
     handle = stream_handle(stream, "memcpy_dtod_async: stream")
     drv, _ = ensure_context()
-    drv.cuMemcpyDtoDAsync(_ptr(dst), _ptr(src), nbytes, handle)
+    drv.cuMemcpyDtoDAsync(device_pointer(dst), device_pointer(src), nbytes, handle)
 
 
 def memset_d8(dst, value: int, count: int, stream=None) -> None:
@@ -215,9 +216,9 @@ def memset_d8(dst, value: int, count: int, stream=None) -> None:
     handle = stream_handle(stream, "memset_d8: stream")
     drv, _ = ensure_context()
     if stream is None:
-        drv.cuMemsetD8(_ptr(dst), value, count)
+        drv.cuMemsetD8(device_pointer(dst), value, count)
     else:
-        drv.cuMemsetD8Async(_ptr(dst), value, count, handle)
+        drv.cuMemsetD8Async(device_pointer(dst), value, count, handle)
 
 
 def memset_d32(dst, value: int, count: int, stream=None) -> None:
@@ -231,6 +232,6 @@ def memset_d32(dst, value: int, count: int, stream=None) -> None:
     handle = stream_handle(stream, "memset_d32: stream")
     drv, _ = ensure_context()
     if stream is None:
-        drv.cuMemsetD32(_ptr(dst), value, count)
+        drv.cuMemsetD32(device_pointer(dst), value, count)
     else:
-        drv.cuMemsetD32Async(_ptr(dst), value, count, handle)
+        drv.cuMemsetD32Async(device_pointer(dst), value, count, handle)

@@ -10,20 +10,22 @@ import pathlib
 import weakref
 from ctypes import c_uint
 
-from .checked import c_integer, integer
+from .. import compiler
 from ..capi.constants import CURESULT, JIT_OPTION
 from ..capi.enums import enum_value
-from .context import ContextBound, ContextResource, ensure_context
+from ..capi.images import ELF_MAGIC, FATBIN_MAGIC, KIND_ELF, fatbin_entries
+from ..capi.versions import format_driver_version, ptx_isa_version
+from ..compiler import select
+from .checked import c_integer, integer
+from .context import ContextBound, ContextResource, Device, ensure_context
 from .errors import CudaError
 from .kernel_args import PackedArgs, pack_value
 from .ptx_signature import kernel_params
 from .stream import stream_handle
-from ..capi.versions import ptx_isa_version
 
 LOG_SIZE = 64 * 1024
 INVALID_VALUE = CURESULT["CUDA_ERROR_INVALID_VALUE"]
-FATBIN_MAGIC = b"\x50\xed\x55\xba"
-ELF_MAGIC = b"\x7fELF"
+FATBIN_MAGIC_BYTES = FATBIN_MAGIC.to_bytes(4, "little")
 
 
 def _dims(value, what: str) -> tuple[int, int, int]:
@@ -109,22 +111,20 @@ class Module(ContextResource):
     def from_cuda(cls, source: str, options=(), name_expressions=(), name: str = "kernel.cu") -> "Module":
         """Compile CUDA C++ for the current device and load it.
 
-        A real GPU gets a cubin for its exact architecture when NVRTC knows it, else PTX for
-        the driver's JIT, if the driver accepts that PTX's ISA version; the emulated GPU gets
-        PTX. `image_kind` says what ran ("sass" or "ptx-jit"), `notes` why. Kernels named by
-        `name_expressions` ("scale<float>") are fetched by those names with get_function.
+        A driver that runs SASS (a real GPU) gets a cubin for its exact architecture when
+        NVRTC knows it, else PTX for the driver's JIT, if the driver accepts that PTX's ISA
+        version; one that runs PTX only (the emulated GPU) gets PTX. `image_kind` says what
+        ran ("sass" or "ptx-jit"), `notes` why. Kernels named by `name_expressions`
+        ("scale<float>") are fetched by those names with get_function.
         """
-        from .. import compiler
-        from ..compiler import select
-        from .context import Device
         drv, ctx = ensure_context()
         dev = Device(ctx.ordinal)
         arch = compiler.parse_arch(dev.compute_capability)
         options, name_expressions = tuple(options), tuple(name_expressions)
         ptx = compiler.compile(source, "ptx", arch, options, name_expressions, name)
         ptx_isa = ptx_isa_version(ptx)
-        sass_archs = [] if drv.kind == "emu" else compiler.nvrtc.supported_archs()
-        steps = select.plan(drv.kind == "emu", arch, drv.version(), sass_archs, ptx_isa, compiler.nvrtc.version())
+        sass_archs = compiler.nvrtc.supported_archs() if drv.runs_sass else []
+        steps = select.plan(not drv.runs_sass, arch, drv.version(), sass_archs, ptx_isa, compiler.nvrtc.version())
         notes, failure = [], None
         for step in steps:
             try:
@@ -138,7 +138,7 @@ class Module(ContextResource):
                 failure = e
                 continue
             notes.append(f"loaded {step} for sm_{arch} (PTX ISA {ptx_isa[0]}.{ptx_isa[1]}, "
-                         f"{drv.kind} driver CUDA {drv.version() // 1000}.{drv.version() % 1000 // 10})")
+                         f"{drv.kind} driver CUDA {format_driver_version(drv.version())})")
             module.notes = notes
             module.lowered_names = compiler.lowered_names(source, name_expressions, arch, options, name) \
                 if name_expressions else {}
@@ -151,7 +151,7 @@ class Module(ContextResource):
         data = pathlib.Path(path).read_bytes()
         if data[:4] == ELF_MAGIC:
             return cls.from_cubin(data, options)
-        if data[:4] == FATBIN_MAGIC:
+        if data[:4] == FATBIN_MAGIC_BYTES:
             return cls.from_fatbin(data, options)
         return cls.from_ptx(data.decode(), options)
 
@@ -211,9 +211,7 @@ def _image_kind(kind: str, image: bytes, drv) -> str:
     """What the driver runs for a loaded image: its own SASS, or PTX it JIT-compiled."""
     if kind == "cubin":
         return "sass"
-    if kind == "fatbin" and drv.kind == "cuda":
-        from ..capi.images import KIND_ELF, fatbin_entries
-        from .context import Device
+    if kind == "fatbin" and drv.runs_sass:
         major, minor = Device(ensure_context()[1].ordinal).compute_capability
         if any(e["kind"] == KIND_ELF and e["arch"] == 10 * major + minor for e in fatbin_entries(image)):
             return "sass"
@@ -227,7 +225,7 @@ class Function:
         self.module = module            # keeps the module loaded while the kernel is in use
         self.name = name
         self._handle = handle
-        self._drv = module._drv
+        self._drv = module.driver
         self._param_types = param_types
         self._params = None
 

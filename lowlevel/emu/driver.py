@@ -1094,3 +1094,10 @@ def thread_instructions() -> int:
     """Thread-instructions executed so far by kernels of this thread's current context."""
     ctx = _live(getattr(_thread, "context", None))
     return 0 if ctx is None else ctx.thread_instructions
+
+
+def last_launch_stats():
+    """(kernel name, LaunchStats) of the last kernel completed in this thread's current
+    context, or None when there is none (for tools/bench_emu.py)."""
+    ctx = _live(getattr(_thread, "context", None))
+    return None if ctx is None else getattr(ctx, "last_launch_stats", None)

@@ -136,8 +136,9 @@ class Tensor:
     def reshape(self, *shape) -> "Tensor":
         """A view when the layout allows, else a contiguous copy."""
         shape = infer_shape(shape_args(shape), self.numel())
-        source = self if self.is_contiguous() else self.contiguous()
-        return source._view(shape, contiguous_strides(shape), how=("reshape",))
+        if not self.is_contiguous():
+            return self.contiguous().view(shape)
+        return self._view(shape, contiguous_strides(shape), how=("reshape",))
 
     def permute(self, *dims) -> "Tensor":
         dims = shape_args(dims)

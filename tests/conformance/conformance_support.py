@@ -15,8 +15,7 @@ A source is compiled the first time a test asks for it in a build and kept for t
 (keyed by compiler, source and options). Set LOWLEVEL_CONFORMANCE_PTX_DIR=/some/dir to keep
 each PTX on disk (named after the kernel and build) when a failure needs reading.
 
-This is not a conftest.py: tests/conftest.py is imported by name ("from conftest import ...")
-across the test tree, and a second conftest module here would shadow it.
+The `build` fixture is made available to the suite by tests/conformance/conftest.py.
 """
 import functools
 import os
@@ -24,8 +23,9 @@ import pathlib
 
 import numpy as np
 import pytest
+from helpers.cuda_c import load_compiled, nvcc_ptx
 
-from lowlevel import cuda
+from lowlevel import compiler, cuda
 
 BUILDS = {
     "nvcc-O3": ("nvcc", ("-O3",)),
@@ -69,7 +69,6 @@ class Build:
         load fails the test with the JIT log (which names the instruction and line)."""
         ptx = self.ptx(source, label)
         try:
-            from cuda_c import load_compiled
             return load_compiled(ptx)
         except cuda.CudaError as exc:
             log = (exc.log or "").strip()
@@ -104,7 +103,6 @@ def _compile(compiler: str, source: str, options: tuple) -> "str | _Skip | _Fail
 
 
 def _nvrtc_ptx(source: str, options: tuple):
-    from lowlevel import compiler
     try:
         return compiler.compile(source, "ptx", "compute_80", options)
     except compiler.ToolMissing as exc:
@@ -116,7 +114,6 @@ def _nvrtc_ptx(source: str, options: tuple):
 
 
 def _nvcc_ptx(source: str, options: tuple):
-    from cuda_c import nvcc_ptx
     return nvcc_ptx(source, "sm_80", options)
 
 

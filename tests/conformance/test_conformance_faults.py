@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lowlevel import cuda
-from conformance_support import build, download, upload  # noqa: F401 (fixture)
+from conformance_support import download, upload
 
 FAULTS = r"""
 extern "C" __global__ void store_through(unsigned long long address, int n, int* ok) {

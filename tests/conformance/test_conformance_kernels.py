@@ -15,7 +15,7 @@ every atomic on global and shared memory, and bfloat16.
 import numpy as np
 
 from lowlevel import cuda
-from conformance_support import build, download, poisoned_device, upload  # noqa: F401 (fixture)
+from conformance_support import download, poisoned_device, upload
 
 F32_EPS = float(np.finfo(np.float32).eps)          # 2^-23: one ulp at 1.0
 F32_TINY = float(np.finfo(np.float32).tiny)

@@ -6,7 +6,7 @@ import ctypes
 import numpy as np
 
 from lowlevel import cuda
-from conformance_support import build, download, poisoned_device, upload  # noqa: F401 (fixture)
+from conformance_support import download, poisoned_device, upload
 
 # ---- printf -----------------------------------------------------------------------------------
 PRINTF = r"""

@@ -13,8 +13,8 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import poisoned
-from cuda_c import load_compiled, nvcc_ptx
+from helpers.memory import poisoned
+from helpers.cuda_c import load_compiled, nvcc_ptx
 from engine_helpers import Buf, launch
 from lowlevel import cuda
 from lowlevel.emu.ptx_parser import load_ptx

@@ -10,7 +10,7 @@ import struct
 import numpy as np
 import pytest
 
-from cuda_c import nvrtc_ptx
+from helpers.cuda_c import nvrtc_ptx
 from engine_helpers import HEADER, Buf, launch
 from lowlevel.emu.engine import run_kernel
 from lowlevel.emu.faults import KernelFault, PtxError

@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from cuda_c import nvrtc_ptx
+from helpers.cuda_c import nvrtc_ptx
 from engine_helpers import HEADER, POISON, PTX_NP, PTX_REG, Buf, launch
 from lowlevel.emu.faults import KernelFault, PtxError
 from lowlevel.emu.ptx_parser import load_ptx

@@ -10,7 +10,7 @@ numpy on fresh random inputs; outputs are poisoned first.
 import numpy as np
 import pytest
 
-from cuda_c import nvrtc_ptx
+from helpers.cuda_c import nvrtc_ptx
 from engine_helpers import HEADER, Buf, launch
 from lowlevel.emu.errors import describe
 from lowlevel.emu.faults import KernelFault, PtxError

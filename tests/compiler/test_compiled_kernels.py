@@ -2,10 +2,8 @@
 loaded with Module.from_ptx and run through mem_alloc / memcpy / launch on each driver."""
 import numpy as np
 import pytest
-
-from lowlevel import cuda
-from conftest import device_poisoned, download, upload
-from cuda_c import COMPILERS, load_compiled
+from helpers.cuda_c import COMPILERS, load_compiled
+from helpers.memory import device_poisoned, download, upload
 
 SOURCE = r"""
 extern "C" __global__ void saxpy_grid_stride(float a, const float* x, float* y, long long n) {

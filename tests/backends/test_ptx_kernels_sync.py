@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 import pytest
+from helpers.memory import device_poisoned, poisoned
 
 from lowlevel import cuda, kernels
-from conftest import device_poisoned, poisoned
 
 U32 = 2.0 ** -24                                 # float32 unit roundoff
 F32_EPS = float(np.finfo(np.float32).eps)        # 2^-23: spacing at 1.0

@@ -7,9 +7,9 @@ import struct
 
 import numpy as np
 import pytest
+from helpers.memory import device_poisoned, download, upload
 
 from lowlevel import cuda, kernels
-from conftest import device_poisoned, download, upload
 
 
 def fn(name):

@@ -8,9 +8,10 @@ import time
 
 import numpy as np
 import pytest
+from helpers.memory import poisoned
 
-from lowlevel import cuda
-from conftest import poisoned
+from lowlevel import cuda, trace
+from lowlevel.cuda import context
 
 GATE_TIMEOUT = 20       # a callback never blocks a stream forever, even if a test fails
 
@@ -123,8 +124,6 @@ def test_callback_exceptions_do_not_break_the_stream(driver, capfd):
 def test_objects_dropped_inside_a_host_callback_are_released_later(driver):
     """A host function must make no CUDA call: memory whose last reference dies inside one
     is freed by the next call into the driver from an ordinary thread."""
-    from lowlevel import trace
-    from lowlevel.cuda import context
     stream = cuda.Stream(non_blocking=True)
     box = [cuda.mem_alloc(1 << 20)]
     calls = []

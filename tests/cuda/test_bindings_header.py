@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from lowlevel.capi import constants
 from lowlevel.cuda import bindings
 
 
@@ -46,7 +47,6 @@ def test_entry_matches_cuda_h(header, public):
 def test_constants_match_cuda_h():
     """The generated constants are the header's (regenerate with tools/gen_constants.py)."""
     text = _header_text()
-    from lowlevel.capi import constants
     for table in (constants.CURESULT, constants.DEVICE_ATTRIBUTE, constants.JIT_OPTION,
                   constants.FUNCTION_ATTRIBUTE):
         for name, value in table.items():

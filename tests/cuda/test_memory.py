@@ -1,9 +1,9 @@
 """Device memory, pinned memory, copies and memsets, on every driver present."""
 import numpy as np
 import pytest
+from helpers.memory import poisoned
 
 from lowlevel import cuda
-from conftest import poisoned
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint16, np.int64])

@@ -1,17 +1,18 @@
 """cuBLAS through ctypes on every driver present: column-major GEMMs with transposes and
 padded leading dimensions, beta = 0 over NaN, batches, half precisions, stream order, and
 the library's argument checks."""
+import os
 import pathlib
 import re
 import threading
 
 import numpy as np
 import pytest
+from helpers.memory import download, upload
 
 from lowlevel import cuda, kernels
 from lowlevel.cuda import cublas
 from lowlevel.cuda.gemm import gemm_rowmajor
-from conftest import download, upload
 
 PAD = np.float32(-7.25)          # what the padding rows of C hold; they must stay so
 
@@ -185,7 +186,6 @@ def test_rowmajor_helper(handle, rng, dtype, trans_a, trans_b):
 
 
 def test_tf32_is_opt_in(handle, rng, driver):
-    import os
     if os.environ.get("NVIDIA_TF32_OVERRIDE"):
         pytest.skip("NVIDIA_TF32_OVERRIDE changes what the default math mode does")
     # Large enough that cuBLAS picks tensor-core kernels once TF32 is allowed.
@@ -288,14 +288,14 @@ def _real_cublas_or_skip():
 
 def test_every_bound_symbol_exists_in_the_real_library():
     lib = _real_cublas_or_skip()
-    missing = sorted(set(cublas.PROTOTYPES) - set(lib._functions))
+    missing = sorted(set(cublas.PROTOTYPES) - set(lib.bound()))
     assert not missing, f"not exported by {lib.description}: {missing}"
     assert lib.status_name(7) == "CUBLAS_STATUS_INVALID_VALUE"
 
 
 def test_prototypes_match_cublas_api_h():
     _real_cublas_or_skip()
-    from cuda.pathfinder import find_nvidia_header_directory
+    from cuda.pathfinder import find_nvidia_header_directory  # noqa: PLC0415  (only with the gpu extra)
     header = pathlib.Path(find_nvidia_header_directory("cublas")) / "cublas_api.h"
     text = header.read_text()
     for name, (_, argtypes) in cublas.PROTOTYPES.items():

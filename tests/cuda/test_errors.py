@@ -7,9 +7,11 @@ import textwrap
 
 import numpy as np
 import pytest
+from helpers.memory import poisoned
 
 from lowlevel import cuda, kernels
-from conftest import poisoned
+from lowlevel.compiler.toolchain import find_tool
+from lowlevel.cuda.kernel_args import pack_value
 
 OOB_PTX = r"""
 .version 7.0
@@ -136,7 +138,6 @@ def test_cubin_on_the_emulator_is_refused_clearly(driver):
 
 
 def test_fatbin_runs_its_ptx(driver, rng, tmp_path):
-    from lowlevel.toolchain import find_tool
     nvcc = find_tool("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not found")
@@ -196,7 +197,6 @@ def test_cuda_error_carries_everything(driver):
 
 
 def test_half_precision_parameter_overflow_is_refused(driver):
-    from lowlevel.cuda.kernel_args import pack_value
     assert pack_value("k", 0, "h", "f16", 2, 1.5) == np.float16(1.5).tobytes()
     with pytest.raises(ValueError, match="overflows float16"):
         pack_value("k", 0, "h", "f16", 2, 70000.0)

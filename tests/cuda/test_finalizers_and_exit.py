@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 VECTOR_ADD = (ROOT / "ptx" / "vector_add.ptx").read_text()
 
 # A kernel that spins `n` iterations: device work of a chosen length.

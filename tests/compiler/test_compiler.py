@@ -8,12 +8,12 @@ import textwrap
 
 import numpy as np
 import pytest
+from helpers.memory import poisoned
 
-from lowlevel import compiler, cuda
-from lowlevel.compiler import select
+from lowlevel import compiler, cuda, kernels
 from lowlevel.capi.images import KIND_ELF, KIND_PTX, fatbin_entries
-from lowlevel.toolchain import find_tool
-from conftest import poisoned
+from lowlevel.compiler import select
+from lowlevel.compiler.toolchain import find_tool
 
 SAXPY = r"""
 extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
@@ -157,7 +157,6 @@ def test_bare_cubin_on_the_emulated_gpu_is_refused_with_the_reason(driver):
 
 
 def test_load_picks_by_content(driver, tmp_path):
-    from lowlevel import kernels
     ptx_file = tmp_path / "saxpy.bin"                        # PTX behind a misleading name
     ptx_file.write_text(kernels.ptx_source("saxpy"))         # ISA 7.0: any driver JITs it
     assert cuda.Module.load(ptx_file).kind == "ptx"

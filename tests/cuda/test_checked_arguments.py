@@ -5,11 +5,11 @@ driver's own CUresult for what the C type holds but the device refuses), never a
 that wrapped around or an object that now stands for something else."""
 import numpy as np
 import pytest
+from helpers.memory import device_poisoned, download, poisoned, upload
 
 import lowlevel as ll
 from lowlevel import cuda, kernels
 from lowlevel.cuda import cublas
-from conftest import device_poisoned, download, poisoned, upload
 
 GLOBAL_PTX = """
 .version 7.0

@@ -4,9 +4,9 @@ Inputs are fresh random numbers of awkward sizes; outputs are poisoned first, so
 a kernel forgets to write shows up as NaN (or 0xFFFFFFFF)."""
 import numpy as np
 import pytest
+from helpers.memory import device_poisoned, download, upload
 
 from lowlevel import kernels
-from conftest import device_poisoned, download, upload
 
 
 def sizes(rng):

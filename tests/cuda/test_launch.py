@@ -5,9 +5,10 @@ import struct
 import threading
 
 import numpy as np
+from helpers.cuda_c import load_compiled, nvrtc_ptx
+from helpers.memory import device_poisoned, poisoned
 
 from lowlevel import cuda, kernels
-from conftest import device_poisoned, poisoned
 
 
 def test_info_log_is_readable_after_a_good_load(driver):
@@ -82,7 +83,6 @@ def test_kernel_time_by_events(driver):
 
 def test_negative_ints_reach_nvcc_int_parameters(driver, rng):
     """nvcc declares `int` parameters .u32: a negative Python int must arrive as that int."""
-    from cuda_c import load_compiled, nvrtc_ptx
     ptx = nvrtc_ptx('extern "C" __global__ void offset(int* out, int delta, long long big)'
                     '{ out[0] = delta; ((long long*)out)[1] = big; }')
     assert ".param .u32 offset_param_1" in ptx

@@ -9,11 +9,14 @@ import tempfile
 
 import pytest
 
+from lowlevel import compiler, cuda
+from lowlevel.capi.versions import max_ptx_isa, ptx_isa_version
+from lowlevel.compiler.toolchain import find_tool
+
 
 def nvrtc_ptx(source: str, arch: str = "compute_80", options=()) -> str:
     """PTX for `source` from NVRTC, through lowlevel.compiler; extern "C" kernels keep their
     names. A compile error fails the test with NVRTC's log."""
-    from lowlevel import compiler
     try:
         return compiler.compile(source, "ptx", arch, tuple(options))
     except compiler.ToolMissing as e:
@@ -22,7 +25,6 @@ def nvrtc_ptx(source: str, arch: str = "compute_80", options=()) -> str:
 
 @functools.cache
 def _nvcc() -> str | None:
-    from lowlevel.toolchain import find_tool
     return find_tool("nvcc")
 
 
@@ -34,7 +36,7 @@ def nvcc_ptx(source: str, arch: str = "sm_80", options=("-O3",)) -> str:
     includes = []
     if "#include <" in source:
         # The nvcc wheel's cuda_fp16.h includes <nv/target>, which lives with CCCL.
-        from cuda.pathfinder import find_nvidia_header_directory
+        from cuda.pathfinder import find_nvidia_header_directory  # noqa: PLC0415  (only for such sources)
         cccl = find_nvidia_header_directory("cccl")
         if cccl is None:
             pytest.skip("<nv/target> (CCCL) not found for nvcc's CUDA headers")
@@ -64,9 +66,7 @@ def load_compiled(ptx: str):
     NVRTC and nvcc 13.5 write PTX ISA 9.5; a real driver older than CUDA 13.5 cannot JIT it
     (CUDA_ERROR_UNSUPPORTED_PTX_VERSION). There the PTX is assembled for the GPU's own
     architecture with nvJitLink and loaded as SASS, as Module.from_cuda does."""
-    from lowlevel import compiler, cuda
-    from lowlevel.capi.versions import max_ptx_isa, ptx_isa_version
     drv = cuda.get_driver()
-    if drv.kind == "cuda" and ptx_isa_version(ptx) > max_ptx_isa(drv.version()):
+    if drv.runs_sass and ptx_isa_version(ptx) > max_ptx_isa(drv.version()):
         return cuda.Module.from_cubin(compiler.link_ptx(ptx, cuda.Device(0).compute_capability))
     return cuda.Module.from_ptx(ptx)

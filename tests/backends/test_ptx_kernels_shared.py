@@ -3,9 +3,9 @@ sgemm_naive, against numpy on every driver present, at sizes that are not multip
 the tiles. Outputs are poisoned first."""
 import numpy as np
 import pytest
+from helpers.memory import device_poisoned, download, upload
 
 from lowlevel import kernels
-from conftest import device_poisoned, download, upload
 
 
 def test_transpose(driver, rng):

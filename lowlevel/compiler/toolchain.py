@@ -2,6 +2,9 @@
 
 ptxas, nvdisasm and cuobjdump are programs (from the nvidia-cuda-nvcc wheel, or a CUDA
 install); NVRTC and nvJitLink are libraries reached through cuda-python's bindings.
+
+cuda-python is imported inside the functions: a piece that is missing is reported as
+missing (by `lowlevel info`), and importing lowlevel does not need it.
 """
 import functools
 import re
@@ -12,7 +15,7 @@ import subprocess
 def find_tool(name: str) -> str | None:
     """Path of a toolkit program (ptxas, nvdisasm, cuobjdump, nvcc), or None."""
     try:
-        from cuda.pathfinder import find_nvidia_binary_utility
+        from cuda.pathfinder import find_nvidia_binary_utility  # noqa: PLC0415  (optional: see the module doc)
     except ImportError:
         return None
     return find_nvidia_binary_utility(name)
@@ -30,7 +33,7 @@ def tool_version(name: str) -> str | None:
 
 def nvrtc_version() -> str | None:
     try:
-        from cuda.bindings import nvrtc
+        from cuda.bindings import nvrtc  # noqa: PLC0415  (optional: see the module doc)
         _, major, minor = nvrtc.nvrtcVersion()
         return f"{major}.{minor}"
     except Exception:
@@ -39,7 +42,7 @@ def nvrtc_version() -> str | None:
 
 def nvjitlink_version() -> str | None:
     try:
-        from cuda.bindings import nvjitlink
+        from cuda.bindings import nvjitlink  # noqa: PLC0415  (optional: see the module doc)
         major, minor = nvjitlink.version()
         return f"{major}.{minor}"
     except Exception:

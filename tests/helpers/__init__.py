@@ -1,0 +1,8 @@
+"""Helpers shared by the tests (fixtures stay in tests/conftest.py):
+
+    memory.py   poisoned host arrays, device allocations filled with a poison, upload, download
+    cuda_c.py   CUDA C to PTX at test time (NVRTC, nvcc), and loading what they made
+
+Imported as `from helpers.memory import upload`: pyproject's pytest `pythonpath` puts tests/
+on sys.path.
+"""
