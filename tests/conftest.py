@@ -64,7 +64,7 @@ def rng():
 def mem(request):
     """An emulated GPU's memory, driven directly (tests/emu): one per test module, of the
     module's DEVICE_MEMORY_BYTES (128 MiB where it sets none)."""
-    from lowlevel.emu.memory import DeviceMemory
+    from lowlevel.emu.engine.memory import DeviceMemory
     return DeviceMemory(getattr(request.module, "DEVICE_MEMORY_BYTES", 1 << 27))
 
 

@@ -56,8 +56,8 @@ def first_line(exc: BaseException) -> str:
 def last_stats():
     """The emulator's LaunchStats of the last completed launch (ctx.last_launch_stats)."""
     try:
-        from lowlevel.emu import driver as emu_driver
-        return emu_driver._ctx().last_launch_stats[1]
+        from lowlevel import emu
+        return emu.last_launch_stats()
     except Exception:
         return None
 

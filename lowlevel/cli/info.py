@@ -14,8 +14,8 @@ def command(args) -> int:
     print(f"driver:  {info['kind']} - {info['description']}")
     print(f"         CUDA driver API version {info['version']}")
     if info["kind"] == "emu":
-        from ..emu import assembler     # only the emulated GPU has a JIT of lowlevel's own
-        print(f"         PTX JIT: {assembler.description()}")
+        from .. import emu     # only the emulated GPU has a JIT of lowlevel's own
+        print(f"         PTX JIT: {emu.assembler_description()}")
     for i in range(cuda.device_count()):
         dev = cuda.Device(i)
         major, minor = dev.compute_capability

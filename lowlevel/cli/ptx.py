@@ -56,11 +56,10 @@ def command(args) -> int:
                       f"{r['constant']:6d} {spills:>7s}")
         _heading("the emulated GPU")
         # Imported here, not at the top: the emulator loads only for this subcommand.
-        from ..emu.faults import PtxError  # noqa: PLC0415
-        from ..emu.ptx_parser import load_ptx  # noqa: PLC0415
+        from .. import emu  # noqa: PLC0415
         try:
-            print(load_ptx(ptx).info_log().rstrip())
-        except PtxError as e:
+            print(emu.check_ptx(ptx).info_log().rstrip())
+        except emu.PtxError as e:
             print(f"refuses this PTX: {e}")
         if args.emit:
             out = {"ptx": lambda: ptx.encode(), "cubin": lambda: cubin,

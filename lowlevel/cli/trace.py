@@ -155,5 +155,5 @@ def _thread_instructions(drv) -> int:
     if drv.kind != "emu":
         return 0
     # Imported here, not at the top: on a real GPU the emulator is never loaded.
-    from ..emu import driver as emu_driver  # noqa: PLC0415
-    return emu_driver.thread_instructions()
+    from .. import emu  # noqa: PLC0415
+    return emu.thread_instructions()

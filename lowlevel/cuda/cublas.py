@@ -139,13 +139,13 @@ def load_real() -> Cublas:
 
 
 def load_emulated() -> Cublas:
-    from ..emu import cublas as emu_cublas
-    implementations = emu_cublas.functions()
+    from .. import emu
+    implementations = emu.cublas_functions()
 
     def lookup(name, restype, argtypes):
         impl = implementations.get(name)
         return None if impl is None else ctypes.CFUNCTYPE(restype, *argtypes)(impl)
-    return Cublas("emu", _bind(lookup), "emulated cuBLAS (lowlevel.emu.cublas)")
+    return Cublas("emu", _bind(lookup), "emulated cuBLAS (lowlevel.emu.driver.cublas)")
 
 
 _libraries: dict[str, Cublas] = {}

@@ -106,8 +106,8 @@ class Driver:
         The emulator runs as ctypes callbacks, and an exception cannot cross the C boundary:
         the callback keeps it and fails the call, and it is raised again here, on our side."""
         if self.kind == "emu":
-            from ..emu import driver as emu_driver
-            exc = emu_driver.pending_interrupt()
+            from .. import emu
+            exc = emu.pending_interrupt()
             if exc is not None:
                 raise exc
 
@@ -119,8 +119,8 @@ class Driver:
             description = text.value.decode(errors="replace")
         details = ""
         if self.kind == "emu":
-            from ..emu import driver as emu_driver
-            details = emu_driver.error_details(code)
+            from .. import emu
+            details = emu.error_details(code)
         return CudaError(code, symbol, description, log, details)
 
     def version(self) -> int:
@@ -148,8 +148,8 @@ def _load_real(path: str) -> tuple[Driver | None, str]:
 
 
 def _load_emulator(reason: str) -> Driver:
-    from ..emu import driver as emu_driver
-    functions = bindings.bind_python(emu_driver.functions())
+    from .. import emu
+    functions = bindings.bind_python(emu.functions())
     description = "emulated GPU (lowlevel.emu)" + (f"; {reason}" if reason else "")
     return Driver("emu", functions, description, keepalive=functions)
 

@@ -8,14 +8,16 @@ reports on it); nothing else of the emulator is imported from outside it:
     error_details(code)      what the emulator knows about the last failure (kernel, thread, line)
     pending_interrupt()      a Ctrl-C that arrived inside an emulated call, to raise again
     thread_instructions()    thread-instructions executed so far (for the trace)
+    last_launch_stats()      the engine's figures for the last kernel completed (tools/bench_emu.py)
     assembler_description()  which checks the emulated JIT runs: ptxas, or its own
     check_ptx(text)          the emulator's parse of PTX (raises PtxError when it refuses)
 """
-from .assembler import description as assembler_description
-from .cublas import functions as cublas_functions
-from .driver import error_details, functions, pending_interrupt, thread_instructions
-from .faults import PtxError
-from .ptx_parser import load_ptx as check_ptx
+from .driver.assembler import description as assembler_description
+from .driver.context import (error_details, functions, last_launch_stats, pending_interrupt,
+                             thread_instructions)
+from .driver.cublas import functions as cublas_functions
+from .engine.faults import PtxError
+from .ptx.parser import load_ptx as check_ptx
 
 __all__ = ["PtxError", "assembler_description", "check_ptx", "cublas_functions", "error_details", "functions",
-           "pending_interrupt", "thread_instructions"]
+           "last_launch_stats", "pending_interrupt", "thread_instructions"]

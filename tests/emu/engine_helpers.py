@@ -10,8 +10,8 @@ import struct
 
 import numpy as np
 
-from lowlevel.emu.engine import run_kernel
-from lowlevel.emu.memory import BASE
+from lowlevel.emu.engine.scheduler import run_kernel
+from lowlevel.emu.engine.memory import BASE
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
 POISON = 0xDEADBEEF

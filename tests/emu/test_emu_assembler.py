@@ -1,4 +1,4 @@
-"""The emulated driver's JIT runs ptxas first (lowlevel/emu/assembler.py): PTX ptxas refuses
+"""The emulated driver's JIT runs ptxas first (lowlevel/emu/driver/assembler.py): PTX ptxas refuses
 is refused with ptxas's log, the JIT options reach ptxas, and the kernel figures
 cuFuncGetAttribute reports are ptxas's.
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from lowlevel import compiler, cuda, kernels
-from lowlevel.emu import assembler
+from lowlevel.emu.driver import assembler
 
 VECTOR_ADD = (pathlib.Path(__file__).resolve().parents[2] / "ptx" / "vector_add.ptx").read_text()
 

@@ -17,7 +17,7 @@ from conftest import poisoned
 from cuda_c import load_compiled, nvcc_ptx
 from engine_helpers import Buf, launch
 from lowlevel import cuda
-from lowlevel.emu.ptx_parser import load_ptx
+from lowlevel.emu.ptx.parser import load_ptx
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -236,7 +236,7 @@ def test_a_register_count_of_2_to_the_32_is_refused_as_ptxas_does(driver):
 
 def test_without_an_assembler_the_emulators_own_checks_refuse_a_register_count_of_2_to_the_32(
         monkeypatch):
-    from lowlevel.emu import assembler
+    from lowlevel.emu.driver import assembler
     monkeypatch.setenv(assembler.ENV, "0")
     cuda.use_driver("emu")
     with pytest.raises(cuda.CudaError) as info:

@@ -19,7 +19,7 @@ import tempfile
 import pytest
 
 from lowlevel import cuda
-from lowlevel.emu import device
+from lowlevel.emu.driver import device
 
 SEED = 20250917
 PER_KIND = 3                        # mutants of each kind per source kernel

@@ -12,11 +12,11 @@ import pytest
 
 from cuda_c import nvrtc_ptx
 from engine_helpers import HEADER, Buf, launch
-from lowlevel.emu.engine import run_kernel
-from lowlevel.emu.faults import KernelFault, PtxError
-from lowlevel.emu.memory import BASE, DeviceMemory
-from lowlevel.emu.ptx_parser import load_ptx
-from lowlevel.emu.spaces import LOCAL_WINDOW, SHARED_WINDOW
+from lowlevel.emu.engine.scheduler import run_kernel
+from lowlevel.emu.engine.faults import KernelFault, PtxError
+from lowlevel.emu.engine.memory import BASE, DeviceMemory
+from lowlevel.emu.ptx.parser import load_ptx
+from lowlevel.emu.engine.spaces import LOCAL_WINDOW, SHARED_WINDOW
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -509,7 +509,7 @@ def test_module_global_initializer_forms():
 .visible .entry k() { ret; }
 """)
     mem = DeviceMemory(1 << 20)
-    from lowlevel.emu.spaces import allocate_globals
+    from lowlevel.emu.engine.spaces import allocate_globals
     sym = allocate_globals(mod, mem)
 
     def raw(name, dt):

@@ -20,11 +20,11 @@ import pytest
 from engine_helpers import HEADER, Buf, launch
 from lowlevel import cuda
 from lowlevel.capi.constants import CURESULT
-from lowlevel.emu import driver as emu_driver
+from lowlevel.emu.driver import context as emu_driver
 from lowlevel.capi import images
-from lowlevel.emu.faults import KernelFault, PtxError
-from lowlevel.emu.memory import DeviceMemory
-from lowlevel.emu.ptx_parser import load_ptx
+from lowlevel.emu.engine.faults import KernelFault, PtxError
+from lowlevel.emu.engine.memory import DeviceMemory
+from lowlevel.emu.ptx.parser import load_ptx
 
 GATE = 20           # a host callback never holds a stream longer, even if a test fails
 
@@ -94,7 +94,7 @@ def test_an_interrupt_in_a_driver_call_is_kept_for_the_caller(kind):
 
 def test_an_interrupt_in_a_cublas_call_is_kept_for_the_caller(driver):
     emu_only(driver)
-    from lowlevel.emu import cublas as emu_cublas
+    from lowlevel.emu.driver import cublas as emu_cublas
 
     def cublasTestInterrupted():
         raise KeyboardInterrupt
@@ -484,7 +484,7 @@ def test_a_thread_whose_context_was_reset_reaches_the_fresh_one(driver):
 def test_a_cublas_handle_dies_with_its_context(driver):
     emu_only(driver)
     from lowlevel.capi.cublas_constants import STATUS
-    from lowlevel.emu import cublas as emu_cublas
+    from lowlevel.emu.driver import cublas as emu_cublas
     h = ctypes.c_void_p()
     assert emu_cublas.FUNCTIONS["cublasCreate_v2"](ctypes.addressof(h)) == 0
     assert emu_cublas.FUNCTIONS["cublasSetStream_v2"](h.value, 0) == 0

@@ -38,9 +38,9 @@ import time
 
 import numpy as np
 
-from . import codegen as cg
-from .faults import KernelFault, PtxError
-from .ptx_parser import TYPES, PredPair, Reg
+from ..engine import decode as cg
+from ..engine.faults import KernelFault, PtxError
+from ..ptx.parser import TYPES, PredPair, Reg
 
 WARP = 32
 U32, U64, I64 = np.uint32, np.uint64, np.int64

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codegen import PtxError, _Mods, unsupported
-from .ptx_parser import Imm, Instruction, Reg
+from ..engine.decode import PtxError, _Mods, unsupported
+from ..ptx.parser import Imm, Instruction, Reg
 
 _OPS = {"popc": ("u32", 1), "and": ("pred", 2), "or": ("pred", 3)}
 _U32 = np.uint32
@@ -135,7 +135,7 @@ def result(C):
 
 
 def _register():
-    from . import codegen as cg
+    from ..engine import decode as cg
     cg.EMITTERS["_bar_red_get"] = emit_bar_red_get
     cg.EXTRA_NAMESPACE["_bar_red_arrive"] = arrive
     cg.EXTRA_NAMESPACE["_bar_red_result"] = result

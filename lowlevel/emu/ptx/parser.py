@@ -15,7 +15,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 
-from .faults import PtxError
+from ..engine.faults import PtxError
 from .registers import Registers
 
 # --- types --------------------------------------------------------------------------
@@ -1025,9 +1025,9 @@ def load_ptx(text: str | bytes) -> PtxModule:
     Raises PtxError(line, message) for syntax errors and for anything the engine cannot
     execute, so nothing is ever run wrongly.
     """
-    from .codegen import compile_kernel     # codegen imports this module's types
+    from ..engine.decode import compile_kernel     # codegen imports this module's types
 
-    from .calls import inline_calls
+    from ..isa.calls import inline_calls
 
     mod = parse_ptx(text)
     for k in mod.kernels.values():

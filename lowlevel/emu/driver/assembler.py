@@ -195,7 +195,7 @@ def description() -> str:
 
 def max_ptx_isa(assembler) -> tuple[int, int] | None:
     """The newest PTX ISA this assembler reads, or None when its version is unknown."""
-    from ..capi.versions import max_ptx_isa as isa_of_cuda
+    from ...capi.versions import max_ptx_isa as isa_of_cuda
     if isinstance(assembler, NvJitLink):
         major, minor = assembler.version[:2]
     else:

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import numerics
+from ..isa import numerics
 from .faults import PtxError
-from .ptx_parser import TYPES, Addr, Imm, Instruction, Kernel, PredPair, Reg, Sym, Vec
+from ..ptx.parser import TYPES, Addr, Imm, Instruction, Kernel, PredPair, Reg, Sym, Vec
 
 STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -1011,5 +1011,5 @@ def _terminator(g: _BlockGen, ins: Instruction, block: Block, labels, exit_pc) -
     return f"({p}, {target}, {fall})"
 
 
-from . import bits, warp, halfprec, calls  # noqa: E402,F401  (they register themselves)
-from .memops import after_barrier, ends_block, kernel_layout  # noqa: E402  (ld/st/atom/red/bar/cvta spaces)
+from ..isa import bits, warp, half as halfprec, calls  # noqa: E402,F401  (they register themselves)
+from ..isa.memops import after_barrier, ends_block, kernel_layout  # noqa: E402  (ld/st/atom/red/bar/cvta spaces)

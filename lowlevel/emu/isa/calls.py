@@ -30,9 +30,9 @@ import struct
 
 import numpy as np
 
-from . import codegen as cg
-from .faults import PtxError
-from .ptx_parser import TYPES, Addr, ArgList, Instruction, PredPair, Reg, Sym, Variable, Vec
+from ..engine import decode as cg
+from ..engine.faults import PtxError
+from ..ptx.parser import TYPES, Addr, ArgList, Instruction, PredPair, Reg, Sym, Variable, Vec
 
 _WORD = 8
 
@@ -314,7 +314,7 @@ def emit_stpv(g, ins):
         raise PtxError(ins.line, f"st.v{vec} needs {vec} sources: {ins.text}")
     bits = size * 8
     for s, (w, shift) in zip(srcs, _pv_access(g, ins, addr, size, vec)):
-        from .ptx_parser import Imm
+        from ..ptx.parser import Imm
         if isinstance(s, Imm) and kind == "f":
             val = f"{g.read(ins, s, t)}.view(_U{bits})"
         else:

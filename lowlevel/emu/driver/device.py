@@ -7,8 +7,8 @@ they are enforced: a launch beyond them fails as it would on the hardware.
 """
 import os
 
-from ..capi import versions
-from ..capi.constants import DEVICE_ATTRIBUTE
+from ...capi import versions
+from ...capi.constants import DEVICE_ATTRIBUTE
 
 # What cuDriverGetVersion reports (CUDA 13.5); LOWLEVEL_EMU_DRIVER_VERSION=12040 makes the
 # emulated GPU behave as an older driver, e.g. refusing PTX newer than ISA 8.4.

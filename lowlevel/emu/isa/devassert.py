@@ -21,10 +21,10 @@ import sys
 
 import numpy as np
 
-from . import codegen as cg
+from ..engine import decode as cg
 from .calls import _param_reg, _strings
-from .faults import KernelFault, PtxError
-from .ptx_parser import Reg
+from ..engine.faults import KernelFault, PtxError
+from ..ptx.parser import Reg
 
 _ARGS = ("message", "file", "line", "function", "charSize")
 

@@ -16,14 +16,14 @@ import sys
 import threading
 import traceback
 
-from ..capi.constants import CURESULT, CURESULT_NAME, FUNCTION_ATTRIBUTE, JIT_OPTION
-from ..capi.versions import max_ptx_isa
+from ...capi.constants import CURESULT, CURESULT_NAME, FUNCTION_ATTRIBUTE, JIT_OPTION
+from ...capi.versions import max_ptx_isa
 from . import device
 from .errors import EmuError, describe, static_c_string
-from .faults import PtxError
-from ..capi.images import ImageError, ptx_from_fatbin, read_image
-from .memory import AccessFault, DeviceMemory, OutOfMemory
-from .streams import Event, Stream
+from ..engine.faults import PtxError
+from ...capi.images import ImageError, ptx_from_fatbin, read_image
+from ..engine.memory import AccessFault, DeviceMemory, OutOfMemory
+from .queues import Event, Stream
 
 SUCCESS = 0
 LEGACY_STREAM_HANDLES = (0, 0x1)       # NULL and CU_STREAM_LEGACY
@@ -627,7 +627,7 @@ class Function:
     def resources(self) -> dict[str, int]:
         """Registers and bytes of shared, local and user constant memory per thread/CTA:
         the assembler's figures where it ran, else the emulator's estimates."""
-        from .ptx_parser import layout_variables
+        from ..ptx.parser import layout_variables
         k, fig = self.kernel, self.figures
         const = fig.const if fig is not None and fig.const is not None else \
             layout_variables([v for v in self.module.ptx.globals if v.space == "const"])[1]
@@ -735,7 +735,7 @@ def _assemble(raw: bytes, version, target, slots: dict):
 def _decode(text: str, slots: dict, assembled: bool):
     """The emulator's decoded module; PTX it cannot run is refused, and where ptxas has
     accepted it the log says it is valid PTX, not a mistake in it."""
-    from .ptx_parser import load_ptx
+    from ..ptx.parser import load_ptx
     try:
         return load_ptx(text)
     except PtxError as e:
@@ -755,7 +755,7 @@ def _info_log(ptx_module, assembly, note: str) -> str:
 
 def _load(module_out: int, image: int, slots: dict) -> None:
     """cuModuleLoadData(Ex)/cuModuleLoadFatBinary: the driver's version checks, then
-    ptxas's verdict (lowlevel/emu/assembler.py), then the emulator's decoding."""
+    ptxas's verdict (lowlevel/emu/driver/assembler.py), then the emulator's decoding."""
     ctx = _ctx()
     if not image:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL image")
@@ -766,7 +766,7 @@ def _load(module_out: int, image: int, slots: dict) -> None:
     assembly, note = _assemble(raw, version, target, slots)
     ptx_module = _decode(text, slots, assembled=assembly is not None)
     _check_versions(slots, ptx_module.version, ptx_module.target)
-    from .spaces import allocate_globals
+    from ..engine.spaces import allocate_globals
     try:                     # module-scope .global/.const variables live in the context's memory
         allocate_globals(ptx_module, ctx.memory)
     except OutOfMemory:
@@ -804,7 +804,7 @@ def cuModuleUnload(handle):
     ctx.synchronize()       # work using the module finishes before it goes away
     for fh in module.functions.values():
         ctx.functions.pop(fh, None)
-    from .spaces import free_globals
+    from ..engine.spaces import free_globals
     free_globals(module.ptx, ctx.memory)
     del ctx.modules[handle]
 
@@ -924,7 +924,7 @@ def _param_buffer(kernel, kernel_params: int, extra: int) -> bytes:
 
 def _check_config(f: Function, grid, block, shared: int) -> None:
     limits = device.attributes()
-    from ..capi.constants import DEVICE_ATTRIBUTE as A
+    from ...capi.constants import DEVICE_ATTRIBUTE as A
     maxima_block = [limits[A[f"CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_{c}"]] for c in "XYZ"]
     maxima_grid = [limits[A[f"CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{c}"]] for c in "XYZ"]
     name = f.kernel.name
@@ -957,7 +957,7 @@ def cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream_handle, kernel
     grid, block = (gx, gy, gz), (bx, by, bz)
     _check_config(f, grid, block, shared)
     params = _param_buffer(f.kernel, kernel_params, extra)
-    from .engine import run_kernel
+    from ..engine.scheduler import run_kernel
     module, memory, name = f.module.ptx, ctx.memory, f.kernel.name
 
     def run():
@@ -1024,7 +1024,7 @@ def cuLaunchHostFunc(stream_handle, fn, user_data):
     stream = ctx.stream(stream_handle)
     if not fn:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL host function")
-    from ..capi.prototypes import CUhostFn
+    from ...capi.prototypes import CUhostFn
     callback = CUhostFn(fn)
     ctx.submit(stream, lambda: callback(user_data), "host function")
 
@@ -1094,3 +1094,11 @@ def thread_instructions() -> int:
     """Thread-instructions executed so far by kernels of this thread's current context."""
     ctx = _live(getattr(_thread, "context", None))
     return 0 if ctx is None else ctx.thread_instructions
+
+
+def last_launch_stats():
+    """The engine's LaunchStats of the last kernel completed in this thread's current
+    context (for tools/bench_emu.py), or None."""
+    ctx = _live(getattr(_thread, "context", None))
+    last = None if ctx is None else getattr(ctx, "last_launch_stats", None)
+    return None if last is None else last[1]

@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 
-from .faults import KernelFault
+from ..engine.faults import KernelFault
 
 _abandoned = threading.Event()
 

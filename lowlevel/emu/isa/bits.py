@@ -16,10 +16,10 @@ import functools
 
 import numpy as np
 
-from . import codegen as cg
+from ..engine import decode as cg
 from . import numerics
-from .faults import PtxError
-from .ptx_parser import TYPES, Imm, PredPair, Reg
+from ..engine.faults import PtxError
+from ..ptx.parser import TYPES, Imm, PredPair, Reg
 
 U8, U32, U64, I64 = np.uint8, np.uint32, np.uint64, np.int64
 

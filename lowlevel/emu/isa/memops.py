@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import codegen as cg
-from .codegen import EMITTERS, PtxError, _Mods, _operands, unsupported
-from .ptx_parser import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
-from .spaces import LOCAL_WINDOW, SHARED_WINDOW, kernel_layout
+from ..engine import decode as cg
+from ..engine.decode import EMITTERS, PtxError, _Mods, _operands, unsupported
+from ..ptx.parser import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
+from ..engine.spaces import LOCAL_WINDOW, SHARED_WINDOW, kernel_layout
 from . import asyncopy, barred  # noqa: E402,F401  (bar.red, cp.async: they register themselves)
 
 __all__ = ["ends_block", "after_barrier", "kernel_layout"]

@@ -19,11 +19,11 @@ import traceback
 
 import numpy as np
 
-from ..capi.cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
-from . import driver as emu_driver
+from ...capi.cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
+from . import context as emu_driver
 from .errors import EmuError, static_c_string
-from .faults import KernelFault
-from .memory import AccessFault
+from ..engine.faults import KernelFault
+from ..engine.memory import AccessFault
 
 VERSION = 131000            # what cublasGetVersion reports: the cuBLAS 13.1 API
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import codegen as cg
+from ..engine import decode as cg
 from . import numerics
-from .faults import PtxError
-from .ptx_parser import TYPES, PredPair
+from ..engine.faults import PtxError
+from ..ptx.parser import TYPES, PredPair
 
 F16, F32, F64 = np.float16, np.float32, np.float64
 U16, U32, U64 = np.uint16, np.uint32, np.uint64

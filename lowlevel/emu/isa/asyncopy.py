@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codegen import EMITTERS, EXTRA_NAMESPACE, PtxError, _Mods, _operands, unsupported
-from .memory import BASE, AccessFault
-from .ptx_parser import Addr, Imm, Instruction, Reg
+from ..engine.decode import EMITTERS, EXTRA_NAMESPACE, PtxError, _Mods, _operands, unsupported
+from ..engine.memory import BASE, AccessFault
+from ..ptx.parser import Addr, Imm, Instruction, Reg
 
 _U64 = np.uint64
 

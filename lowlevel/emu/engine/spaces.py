@@ -26,7 +26,7 @@ import numpy as np
 from .atomics import atomic_rmw
 from .faults import KernelFault, PtxError
 from .memory import AccessFault, OutOfMemory
-from .ptx_parser import TYPES, layout_variables
+from ..ptx.parser import TYPES, layout_variables
 
 SHARED_WINDOW = 1 << 48          # generic address of shared offset 0
 LOCAL_WINDOW = 1 << 49           # generic address of local offset 0

@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import barred
-from .codegen import CompiledKernel
+from ..isa import barred
+from .decode import CompiledKernel
 from .faults import KernelFault
 from .memory import AccessFault, DeviceMemory
-from .ptx_parser import PtxModule
+from ..ptx.parser import PtxModule
 from .spaces import SpacesMixin, allocate_globals
 
 BATCH_BYTES = 256 << 20          # register-file budget for one batch
@@ -132,7 +132,7 @@ class _Launch(SpacesMixin):
         self.watchdog_s = limit
         self.deadline = time.monotonic() + limit if limit > 0 else None
         if os.environ.get("LOWLEVEL_EMU_RACECHECK", "") not in ("", "0"):
-            from .racecheck import RaceCheck
+            from ..tools.racecheck import RaceCheck
             self.race = RaceCheck(self)
 
     # -- batches ----------------------------------------------------------------------

@@ -2,7 +2,7 @@
 import ctypes
 import threading
 
-from ..capi.constants import CURESULT, CURESULT_NAME
+from ...capi.constants import CURESULT, CURESULT_NAME
 
 # What cuGetErrorString says on the emulated GPU, for the codes it can return.
 DESCRIPTIONS = {
