@@ -16,8 +16,8 @@ from .driver.assembler import description as assembler_description
 from .driver.context import (error_details, functions, last_launch_stats, pending_interrupt,
                              thread_instructions)
 from .driver.cublas import functions as cublas_functions
-from .engine.faults import PtxError
-from .ptx.parser import load_ptx as check_ptx
+from .ptx.errors import PtxError
+from .engine.decode import load_ptx as check_ptx
 
 __all__ = ["PtxError", "assembler_description", "check_ptx", "cublas_functions", "error_details", "functions",
            "last_launch_stats", "pending_interrupt", "thread_instructions"]

@@ -17,7 +17,7 @@ from conftest import poisoned
 from cuda_c import load_compiled, nvcc_ptx
 from engine_helpers import Buf, launch
 from lowlevel import cuda
-from lowlevel.emu.ptx.parser import load_ptx
+from lowlevel.emu.engine.decode import load_ptx
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

@@ -13,7 +13,7 @@ import pytest
 
 import float_reference as fr
 from engine_helpers import Buf, launch
-from lowlevel.emu.ptx.parser import load_ptx
+from lowlevel.emu.engine.decode import load_ptx
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

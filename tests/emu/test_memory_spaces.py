@@ -13,10 +13,11 @@ import pytest
 from cuda_c import nvrtc_ptx
 from engine_helpers import HEADER, Buf, launch
 from lowlevel.emu.engine.scheduler import run_kernel
-from lowlevel.emu.engine.faults import KernelFault, PtxError
+from lowlevel.emu.engine.faults import KernelFault
+from lowlevel.emu.ptx.errors import PtxError
 from lowlevel.emu.engine.memory import BASE, DeviceMemory
-from lowlevel.emu.ptx.parser import load_ptx
-from lowlevel.emu.engine.spaces import LOCAL_WINDOW, SHARED_WINDOW
+from lowlevel.emu.engine.decode import load_ptx
+from lowlevel.emu.isa.addressing import LOCAL_WINDOW, SHARED_WINDOW
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

@@ -12,8 +12,9 @@ import pytest
 
 from cuda_c import nvrtc_ptx
 from engine_helpers import HEADER, POISON, PTX_NP, PTX_REG, Buf, launch
-from lowlevel.emu.engine.faults import KernelFault, PtxError
-from lowlevel.emu.ptx.parser import load_ptx
+from lowlevel.emu.engine.faults import KernelFault
+from lowlevel.emu.ptx.errors import PtxError
+from lowlevel.emu.engine.decode import load_ptx
 
 # the numpy references compute with infinities and NaNs on purpose
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

@@ -22,9 +22,10 @@ from lowlevel import cuda
 from lowlevel.capi.constants import CURESULT
 from lowlevel.emu.driver import context as emu_driver
 from lowlevel.capi import images
-from lowlevel.emu.engine.faults import KernelFault, PtxError
+from lowlevel.emu.engine.faults import KernelFault
+from lowlevel.emu.ptx.errors import PtxError
 from lowlevel.emu.engine.memory import DeviceMemory
-from lowlevel.emu.ptx.parser import load_ptx
+from lowlevel.emu.engine.decode import load_ptx
 
 GATE = 20           # a host callback never holds a stream longer, even if a test fails
 

@@ -13,8 +13,9 @@ import pytest
 from cuda_c import nvrtc_ptx
 from engine_helpers import HEADER, Buf, launch
 from lowlevel.emu.driver.errors import describe
-from lowlevel.emu.engine.faults import KernelFault, PtxError
-from lowlevel.emu.ptx.parser import load_ptx
+from lowlevel.emu.engine.faults import KernelFault
+from lowlevel.emu.ptx.errors import PtxError
+from lowlevel.emu.engine.decode import load_ptx
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

@@ -15,8 +15,8 @@ import pytest
 
 from cuda_c import nvrtc_ptx
 from engine_helpers import HEADER, PTX_NP, PTX_REG, Buf, launch
-from lowlevel.emu.engine.faults import PtxError
-from lowlevel.emu.ptx.parser import load_ptx
+from lowlevel.emu.ptx.errors import PtxError
+from lowlevel.emu.engine.decode import load_ptx
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

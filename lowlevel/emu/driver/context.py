@@ -20,7 +20,7 @@ from ...capi.constants import CURESULT, CURESULT_NAME, FUNCTION_ATTRIBUTE, JIT_O
 from ...capi.versions import max_ptx_isa
 from . import device
 from .errors import EmuError, describe, static_c_string
-from ..engine.faults import PtxError
+from ..ptx.errors import PtxError
 from ...capi.images import ImageError, ptx_from_fatbin, read_image
 from ..engine.memory import AccessFault, DeviceMemory, OutOfMemory
 from .queues import Event, Stream
@@ -627,7 +627,7 @@ class Function:
     def resources(self) -> dict[str, int]:
         """Registers and bytes of shared, local and user constant memory per thread/CTA:
         the assembler's figures where it ran, else the emulator's estimates."""
-        from ..ptx.parser import layout_variables
+        from ..ptx.ir import layout_variables
         k, fig = self.kernel, self.figures
         const = fig.const if fig is not None and fig.const is not None else \
             layout_variables([v for v in self.module.ptx.globals if v.space == "const"])[1]
@@ -735,7 +735,7 @@ def _assemble(raw: bytes, version, target, slots: dict):
 def _decode(text: str, slots: dict, assembled: bool):
     """The emulator's decoded module; PTX it cannot run is refused, and where ptxas has
     accepted it the log says it is valid PTX, not a mistake in it."""
-    from ..ptx.parser import load_ptx
+    from ..engine.decode import load_ptx
     try:
         return load_ptx(text)
     except PtxError as e:

@@ -40,7 +40,7 @@ from ..isa import barred
 from .decode import CompiledKernel
 from .faults import KernelFault
 from .memory import AccessFault, DeviceMemory
-from ..ptx.parser import PtxModule
+from ..ptx.ir import PtxModule
 from .spaces import SpacesMixin, allocate_globals
 
 BATCH_BYTES = 256 << 20          # register-file budget for one batch

@@ -1,15 +1,9 @@
 """State spaces of the emulated GPU: shared, local, generic addresses, module variables.
 
-Addresses, as the generated code sees them:
-- global (and .const): device addresses in the arena, at or above memory.BASE (2^36);
-  module-scope .global/.const variables are allocated there when the module loads;
-- shared: an offset into the CTA's shared window, 0 .. window (static variables in
-  declaration order at their alignment, then the dynamic `.extern .shared` part, aligned
-  to 16 or more); every CTA has its own copy;
-- local: an offset into the thread's local window, 0 .. local_bytes;
-- generic: a global address as is; shared offset + SHARED_WINDOW; local offset +
-  LOCAL_WINDOW. The two windows lie at 2^48 and 2^49, far above any arena address, and
-  span 2^32 each; `cvta` adds or removes these bases.
+Addresses, as the generated code sees them: isa/addressing.py (the windows, and where a
+kernel's variables sit in them). Module-scope .global/.const variables are allocated in
+the arena (at or above memory.BASE, 2^36) when the module loads; every CTA has its own
+copy of shared memory.
 
 Storage: per batch of CTAs, one uint8 array (CTAs x shared stride) for shared memory and
 one (lanes x local stride) for local memory, both filled with POISON bytes (0xFF) as
@@ -19,53 +13,17 @@ after a bounds and alignment check that raises KernelFault naming the space
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from ..isa.addressing import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SPAN
+from ..isa.numerics import UINT
+from ..ptx.ir import TYPES
 from .atomics import atomic_rmw
-from .faults import KernelFault, PtxError
+from .faults import KernelFault
 from .memory import AccessFault, OutOfMemory
-from ..ptx.parser import TYPES, layout_variables
 
-SHARED_WINDOW = 1 << 48          # generic address of shared offset 0
-LOCAL_WINDOW = 1 << 49           # generic address of local offset 0
-WINDOW_SPAN = 1 << 32
-DYNAMIC_SHARED_ALIGN = 16
 POISON = 0xFF                    # every byte of fresh shared and local memory
-
-_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _U64 = np.uint64
-
-
-@dataclass
-class Layout:
-    shared: dict            # name -> offset in the shared window (dynamic ones included)
-    static_shared: int      # bytes of static shared memory
-    dynamic_offset: int     # where dynamic shared memory starts
-    local: dict             # name -> offset in the local window
-    local_bytes: int
-
-    def shared_window(self, dynamic: int) -> int:
-        return self.dynamic_offset + dynamic if dynamic else self.static_shared
-
-
-MAX_STATIC_SHARED = 48 * 1024   # what ptxas allows a kernel to declare statically
-
-
-def kernel_layout(k) -> Layout:
-    svars = k.shared_variables
-    shared, static = layout_variables(svars)
-    if static > MAX_STATIC_SHARED:
-        raise PtxError(k.line, f"entry function {k.name!r} uses too much shared data "
-                               f"({static} bytes, {MAX_STATIC_SHARED} max)")
-    externs = [v for v in svars if v.extern]
-    align = max([DYNAMIC_SHARED_ALIGN] + [v.align for v in externs])
-    dyn = -(-static // align) * align
-    for v in externs:
-        shared[v.name] = dyn
-    local, lbytes = layout_variables([v for v in k.variables if v.space == "local"])
-    return Layout(shared, static, dyn, local, lbytes)
 
 
 # --- module-scope .global / .const variables ---------------------------------------------
@@ -280,7 +238,7 @@ class SpacesMixin:
     # -- loads and stores (space: "shared", "local", "generic", or "global"/"const") -----
     def load_space(self, space, addr, size: int, vec: int, iid: int, guard):
         active, any_active = self._active_with(guard)
-        dtype = _UINT[size]
+        dtype = UINT[size]
         shape = (self.n,) if vec == 1 else (self.n, vec)
         if not any_active:
             return np.zeros(shape, dtype)
@@ -316,7 +274,7 @@ class SpacesMixin:
         active, any_active = self._active_with(guard)
         if not any_active:
             return
-        dtype = _UINT[size]
+        dtype = UINT[size]
         if not isinstance(addr, np.ndarray):
             addr = np.full(self.n, addr, np.uint64)
         a = addr if active is None else addr[active]
@@ -340,7 +298,7 @@ class SpacesMixin:
         """atom/red: returns the old raw bits (uint array over the current lanes)."""
         active, any_active = self._active_with(guard)
         size, kind = TYPES[ptype]
-        udt = _UINT[size]
+        udt = UINT[size]
         if not any_active:
             return np.zeros(self.n, udt) if want_old else None
         vdt = {"s": np.dtype(f"i{size}"), "f": np.dtype(f"f{size}")}.get(kind, np.dtype(udt))
@@ -379,5 +337,4 @@ class SpacesMixin:
         return out
 
 
-__all__ = ["SHARED_WINDOW", "LOCAL_WINDOW", "WINDOW_SPAN", "Layout", "kernel_layout",
-           "allocate_globals", "free_globals", "bind_symbols", "SpacesMixin"]
+__all__ = ["allocate_globals", "free_globals", "bind_symbols", "SpacesMixin"]

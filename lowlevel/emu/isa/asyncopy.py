@@ -24,33 +24,35 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.decode import EMITTERS, EXTRA_NAMESPACE, PtxError, _Mods, _operands, unsupported
+from ..ptx.errors import PtxError
+from .operands import Mods, operands, unsupported
+from .registry import provide, register
 from ..engine.memory import BASE, AccessFault
-from ..ptx.parser import Addr, Imm, Instruction, Reg
+from ..ptx.ir import Addr, Imm, Instruction, Reg
+from .memops import address, operands_less_policy, take_space
 
 _U64 = np.uint64
 
 
 def emit_cp(g, ins: Instruction) -> None:
-    from .memops import address, operands_less_policy, take_space   # memops imports this module
-    m = _Mods(ins)
+    m = Mods(ins)
     if m.take("async") is None:
         raise unsupported(ins)
     if m.take("commit_group"):
         m.done()
-        _operands(ins, 0)
+        operands(ins, 0)
         g.guard(ins)
         return
     if m.take("wait_group"):
         m.done()
-        (n,) = _operands(ins, 1)
+        (n,) = operands(ins, 1)
         if not isinstance(n, Imm) or n.is_float or n.value < 0:
             raise PtxError(ins.line, f"cp.async.wait_group takes an integer constant: {ins.text}")
         g.guard(ins)
         return
     if m.take("wait_all"):
         m.done()
-        _operands(ins, 0)
+        operands(ins, 0)
         g.guard(ins)
         return
     for x in ins.mods:
@@ -162,7 +164,7 @@ def _check_source(C, s, k, cp, reading, iid, active) -> None:
                      int(s[i]), i, active, None, iid)
 
 
-EMITTERS["cp"] = emit_cp
-EXTRA_NAMESPACE["_cp_async"] = cp_async
+register(emit_cp, "cp")
+provide(_cp_async=cp_async)
 
 __all__ = ["emit_cp", "cp_async"]

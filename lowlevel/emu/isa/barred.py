@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.decode import PtxError, _Mods, unsupported
-from ..ptx.parser import Imm, Instruction, Reg
+from ..ptx.errors import PtxError
+from .operands import Mods, unsupported
+from .registry import provide, register
+from ..ptx.ir import Instruction, Reg
 
 _OPS = {"popc": ("u32", 1), "and": ("pred", 2), "or": ("pred", 3)}
 _U32 = np.uint32
 
 
-def emit_bar_red(g, ins: Instruction, m: _Mods, barrier_id_count) -> None:
+def emit_bar_red(g, ins: Instruction, m: Mods, barrier_id_count) -> None:
     """bar.red (after emit_bar took .cta and .red); `barrier_id_count(ins, ops)` parses
     the id and thread count as for bar.sync."""
     op = m.take(*_OPS)
@@ -134,13 +136,7 @@ def result(C):
     return r.copy() if C.lanes is None else r[C.lanes]
 
 
-def _register():
-    from ..engine import decode as cg
-    cg.EMITTERS["_bar_red_get"] = emit_bar_red_get
-    cg.EXTRA_NAMESPACE["_bar_red_arrive"] = arrive
-    cg.EXTRA_NAMESPACE["_bar_red_result"] = result
-
-
-_register()
+register(emit_bar_red_get, "_bar_red_get")
+provide(_bar_red_arrive=arrive, _bar_red_result=result)
 
 __all__ = ["emit_bar_red", "follower", "release"]

@@ -16,10 +16,11 @@ import functools
 
 import numpy as np
 
-from ..engine import decode as cg
+from .operands import BIT_TYPES, FLOAT_TYPES, INT_TYPES, Mods, operands, unsupported
 from . import numerics
-from ..engine.faults import PtxError
-from ..ptx.parser import TYPES, Imm, PredPair, Reg
+from ..ptx.errors import PtxError
+from ..ptx.ir import TYPES, Imm, PredPair, Reg
+from .registry import CARRY, provide, register
 
 U8, U32, U64, I64 = np.uint8, np.uint32, np.uint64, np.int64
 
@@ -245,7 +246,7 @@ def sub_borrow(a, b, bin_):
     return a - b - t, (a < b) | ((a == b) & bin_)
 
 
-cg.EXTRA_NAMESPACE.update({
+provide(**{
     "_popc": popc, "_clz": clz, "_brev": brev, "_bfind": bfind, "_fns": fns, "_bfe": bfe,
     "_bfi": bfi, "_prmt": prmt, "_shf": shf, "_mul24": mul24, "_sad": sad, "_dp4a": dp4a,
     "_dp2a": dp2a, "_add_carry": add_carry, "_sub_borrow": sub_borrow,
@@ -271,10 +272,10 @@ def _ut(t):
 
 
 def emit_popc_clz_brev(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     t = m.one_type({"b32", "b64"})
     m.done()
-    d, a = cg._operands(ins, 2)
+    d, a = operands(ins, 2)
     guard = g.guard(ins)
     x = g.read(ins, a, _ut(t))
     fn = {"popc": "_popc", "clz": "_clz", "brev": "_brev"}[ins.opcode]
@@ -282,30 +283,30 @@ def emit_popc_clz_brev(g, ins):
 
 
 def emit_bfind(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     shiftamt = bool(m.take("shiftamt"))
     t = m.one_type({"u32", "u64", "s32", "s64"})
     m.done()
-    d, a = cg._operands(ins, 2)
+    d, a = operands(ins, 2)
     guard = g.guard(ins)
     g.write(ins, d, f"_bfind({g.read(ins, a, t)}, {TYPES[t][1] == 's'}, {shiftamt})", "u32", guard)
 
 
 def emit_fns(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     m.one_type({"b32"})
     m.done()
-    d, mask, base, off = cg._operands(ins, 4)
+    d, mask, base, off = operands(ins, 4)
     guard = g.guard(ins)
     expr = f"_fns({g.read(ins, mask, 'u32')}, {g.read(ins, base, 's32')}, {g.read(ins, off, 's32')})"
     g.write(ins, d, expr, "u32", guard)
 
 
 def emit_bfe(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     t = m.one_type({"u32", "u64", "s32", "s64"})
     m.done()
-    d, a, b, c = cg._operands(ins, 4)
+    d, a, b, c = operands(ins, 4)
     guard = g.guard(ins)
     expr = (f"_bfe({g.read(ins, a, t)}, {g.read(ins, b, 'u32')}, {g.read(ins, c, 'u32')}, "
             f"{TYPES[t][1] == 's'})")
@@ -313,10 +314,10 @@ def emit_bfe(g, ins):
 
 
 def emit_bfi(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     t = m.one_type({"b32", "b64"})
     m.done()
-    d, a, b, c, n = cg._operands(ins, 5)
+    d, a, b, c, n = operands(ins, 5)
     guard = g.guard(ins)
     ut = _ut(t)
     expr = (f"_bfi({g.read(ins, a, ut)}, {g.read(ins, b, ut)}, {g.read(ins, c, 'u32')}, "
@@ -325,11 +326,11 @@ def emit_bfi(g, ins):
 
 
 def emit_prmt(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     mode = m.take(*_PRMT_MODES)
     m.one_type({"b32"})
     m.done()
-    d, a, b, c = cg._operands(ins, 4)
+    d, a, b, c = operands(ins, 4)
     guard = g.guard(ins)
     expr = (f"_prmt({g.read(ins, a, 'u32')}, {g.read(ins, b, 'u32')}, "
             f"{g.read(ins, c, 'u32')}, {mode!r})")
@@ -337,11 +338,11 @@ def emit_prmt(g, ins):
 
 
 def emit_lop3(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     m.one_type({"b32"})
     m.done()
     if len(ins.operands) != 5 or isinstance(ins.operands[0], PredPair):
-        raise cg.unsupported(ins, "the predicate form of lop3")
+        raise unsupported(ins, "the predicate form of lop3")
     d, a, b, c, lut = ins.operands
     if not isinstance(lut, Imm) or lut.is_float or not 0 <= lut.value <= 255:
         raise PtxError(ins.line, f"lop3 needs an 8-bit immediate truth table: {ins.text}")
@@ -364,14 +365,14 @@ def emit_lop3(g, ins):
 
 
 def emit_shf(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     direction = m.take("l", "r")
     mode = m.take("wrap", "clamp")
     m.one_type({"b32"})
     m.done()
     if direction is None or mode is None:
         raise PtxError(ins.line, f"shf needs .l/.r and .wrap/.clamp: {ins.text}")
-    d, a, b, c = cg._operands(ins, 4)
+    d, a, b, c = operands(ins, 4)
     guard = g.guard(ins)
     expr = (f"_shf({g.read(ins, a, 'u32')}, {g.read(ins, b, 'u32')}, {g.read(ins, c, 'u32')}, "
             f"{direction == 'l'}, {mode == 'wrap'})")
@@ -379,15 +380,15 @@ def emit_shf(g, ins):
 
 
 def emit_mul24(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     hi = m.take("hi", "lo")
     if m.take("sat"):
-        raise cg.unsupported(ins, ".sat")
+        raise unsupported(ins, ".sat")
     t = m.one_type({"u32", "s32"})
     m.done()
     if hi is None:
         raise PtxError(ins.line, f"{ins.opcode} needs .lo or .hi: {ins.text}")
-    ops = cg._operands(ins, 4 if ins.opcode == "mad24" else 3)
+    ops = operands(ins, 4 if ins.opcode == "mad24" else 3)
     guard = g.guard(ins)
     expr = (f"_mul24({g.read(ins, ops[1], 'u32')}, {g.read(ins, ops[2], 'u32')}, "
             f"{hi == 'hi'}, {t == 's32'})")
@@ -397,17 +398,17 @@ def emit_mul24(g, ins):
 
 
 def emit_sad(g, ins):
-    m = cg._Mods(ins)
-    t = m.one_type(cg._INT_TYPES)
+    m = Mods(ins)
+    t = m.one_type(INT_TYPES)
     m.done()
-    d, a, b, c = cg._operands(ins, 4)
+    d, a, b, c = operands(ins, 4)
     guard = g.guard(ins)
     g.write(ins, d, f"_sad({g.read(ins, a, t)}, {g.read(ins, b, t)}, {g.read(ins, c, t)})",
             _ut(t), guard)
 
 
 def emit_dp(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     half = m.take("lo", "hi") if ins.opcode == "dp2a" else None
     ts = m.types()
     m.done()
@@ -415,7 +416,7 @@ def emit_dp(g, ins):
         raise PtxError(ins.line, f"{ins.opcode} needs two of .u32/.s32: {ins.text}")
     if ins.opcode == "dp2a" and half is None:
         raise PtxError(ins.line, f"dp2a needs .lo or .hi: {ins.text}")
-    d, a, b, c = cg._operands(ins, 4)
+    d, a, b, c = operands(ins, 4)
     guard = g.guard(ins)
     sa, sb = ts[0] == "s32", ts[1] == "s32"
     ct = "s32" if sa or sb else "u32"
@@ -428,18 +429,18 @@ def emit_dp(g, ins):
 
 
 def emit_slct(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     ftz = m.take("ftz")
     ts = m.types()
     m.done()
     if len(ts) != 2 or ts[1] not in ("s32", "f32"):
         raise PtxError(ins.line, f"slct needs a destination type and .s32/.f32: {ins.text}")
     dt, ct = ts
-    if dt not in cg._INT_TYPES | cg._BIT_TYPES | cg._FLOAT_TYPES:
-        raise cg.unsupported(ins, f"type .{dt}")
+    if dt not in INT_TYPES | BIT_TYPES | FLOAT_TYPES:
+        raise unsupported(ins, f"type .{dt}")
     if ftz and ct != "f32":
         raise PtxError(ins.line, f".ftz applies to slct.f32 only: {ins.text}")
-    d, a, b, c = cg._operands(ins, 4)
+    d, a, b, c = operands(ins, 4)
     guard = g.guard(ins)
     ut = _ut(dt)
     z = g.read(ins, c, ct)
@@ -451,10 +452,10 @@ def emit_slct(g, ins):
 
 
 def emit_copysign(g, ins):
-    m = cg._Mods(ins)
-    t = m.one_type(cg._FLOAT_TYPES)
+    m = Mods(ins)
+    t = m.one_type(FLOAT_TYPES)
     m.done()
-    d, a, b = cg._operands(ins, 3)
+    d, a, b = operands(ins, 3)
     guard = g.guard(ins)
     ut = _ut(t)
     bits = TYPES[t][0] * 8
@@ -474,13 +475,13 @@ _TESTP = {
 
 
 def emit_testp(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     op = m.take(*_TESTP)
-    t = m.one_type(cg._FLOAT_TYPES)
+    t = m.one_type(FLOAT_TYPES)
     m.done()
     if op is None:
         raise PtxError(ins.line, f"testp needs one of {', '.join('.' + k for k in _TESTP)}: {ins.text}")
-    d, a = cg._operands(ins, 2)
+    d, a = operands(ins, 2)
     guard = g.guard(ins)
     dt = numerics.FLOAT[TYPES[t][0]]
     tiny = g.const(dt(np.finfo(dt).tiny))
@@ -490,19 +491,17 @@ def emit_testp(g, ins):
 
 # --- carry chains ------------------------------------------------------------------------
 
-def emit_carry(g, ins, fallback=None):
-    """add.cc addc sub.cc subc mad.cc madc (and routes plain add/sub/mad to `fallback`)."""
+def emit_carry(g, ins):
+    """add.cc addc sub.cc subc mad.cc madc (the CARRY form of add/sub/mad)."""
     op = ins.opcode
-    if op in ("add", "sub", "mad") and "cc" not in ins.mods:
-        return fallback(g, ins)
-    m = cg._Mods(ins)
+    m = Mods(ins)
     cc_out = bool(m.take("cc"))
     mode = m.take("lo", "hi") if op in ("mad", "madc") else None
     t = m.one_type({"u32", "s32", "u64", "s64"})
     m.done()
     if op in ("mad", "madc") and mode is None:
         raise PtxError(ins.line, f"{op} needs .lo or .hi: {ins.text}")
-    ops = cg._operands(ins, 4 if op in ("mad", "madc") else 3)
+    ops = operands(ins, 4 if op in ("mad", "madc") else 3)
     guard = g.guard(ins)
     ut = _ut(t)
     cc = _cc(g)
@@ -527,18 +526,11 @@ def emit_carry(g, ins, fallback=None):
         g.write(ins, cc, f"{r}[1]", "pred", guard)
 
 
-def _install():
-    E = cg.EMITTERS
-    for name in ("popc", "clz", "brev"):
-        E[name] = emit_popc_clz_brev
-    E.update({"bfind": emit_bfind, "fns": emit_fns, "bfe": emit_bfe, "bfi": emit_bfi,
-              "prmt": emit_prmt, "lop3": emit_lop3, "shf": emit_shf, "mul24": emit_mul24,
-              "mad24": emit_mul24, "sad": emit_sad, "dp4a": emit_dp, "dp2a": emit_dp,
-              "slct": emit_slct, "copysign": emit_copysign, "testp": emit_testp})
-    for name in ("add", "sub", "mad"):
-        E[name] = functools.partial(emit_carry, fallback=E[name])
-    for name in ("addc", "subc", "madc"):
-        E[name] = emit_carry
-
-
-_install()
+register(emit_popc_clz_brev, "popc", "clz", "brev")
+for _opcode, _emitter in {"bfind": emit_bfind, "fns": emit_fns, "bfe": emit_bfe, "bfi": emit_bfi,
+                          "prmt": emit_prmt, "lop3": emit_lop3, "shf": emit_shf, "mul24": emit_mul24,
+                          "mad24": emit_mul24, "sad": emit_sad, "dp4a": emit_dp, "dp2a": emit_dp,
+                          "slct": emit_slct, "copysign": emit_copysign, "testp": emit_testp}.items():
+    register(_emitter, _opcode)
+register(emit_carry, "add", "sub", "mad", forms=(CARRY,))
+register(emit_carry, "addc", "subc", "madc")

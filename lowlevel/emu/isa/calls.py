@@ -30,16 +30,17 @@ import struct
 
 import numpy as np
 
-from ..engine import decode as cg
-from ..engine.faults import PtxError
-from ..ptx.parser import TYPES, Addr, ArgList, Instruction, PredPair, Reg, Sym, Variable, Vec
+from .operands import CACHE_MODS, Mods, operands, unsupported
+from ..ptx.errors import PtxError
+from ..ptx.ir import TYPES, Addr, ArgList, Instruction, PredPair, Reg, Sym, Vec
+from .registry import provide, register
 
 _WORD = 8
 
 
 # --- inlining ----------------------------------------------------------------------------------
 
-def _param_reg(name: str, word: int) -> str:
+def param_reg(name: str, word: int) -> str:
     return f"%__pv:{name}:{word}"
 
 
@@ -84,17 +85,17 @@ def _call_parts(ins: Instruction):
         raise PtxError(ins.line, f"call without a function: {ins.text}")
     target = ops.pop(0)
     if isinstance(target, Reg):
-        raise cg.unsupported(ins, "indirect call through a register")
+        raise unsupported(ins, "indirect call through a register")
     if not isinstance(target, Sym):
         raise PtxError(ins.line, f"bad call target {target}: {ins.text}")
     args = []
     if ops and isinstance(ops[0], ArgList):
         args = ops.pop(0).elems
     if ops:
-        raise cg.unsupported(ins, "call with a prototype or jump table")
+        raise unsupported(ins, "call with a prototype or jump table")
     for x in rets + args:
         if not isinstance(x, Sym):
-            raise cg.unsupported(ins, f"call operand {x} (expected .param variable names)")
+            raise unsupported(ins, f"call operand {x} (expected .param variable names)")
     return [x.name for x in rets], target.name, [x.name for x in args]
 
 
@@ -154,7 +155,7 @@ def _expand(k, body, mod, stack, counter) -> list:
         ins = item
         mods = [m for m in ins.mods if m != "uni"]
         if mods:
-            raise cg.unsupported(ins, "modifier " + ", ".join("." + m for m in mods))
+            raise unsupported(ins, "modifier " + ", ".join("." + m for m in mods))
         rets, name, args = _call_parts(ins)
         if name == "vprintf":
             if len(args) != 2 or len(rets) > 1:
@@ -174,11 +175,11 @@ def _expand(k, body, mod, stack, counter) -> list:
         if f is None:
             raise PtxError(ins.line, f"call of undefined function {name!r}: {ins.text}")
         if not f.body and not f.registers:
-            raise cg.unsupported(ins, f"call of external function {name!r} (no body in "
+            raise unsupported(ins, f"call of external function {name!r} (no body in "
                                       "this module; only vprintf and __assertfail are provided)")
         if name in stack:
             chain = " -> ".join(stack[1:] + (name,)) if len(stack) > 1 else name
-            raise cg.unsupported(ins, f"recursive call of {name!r} ({chain}); the emulator "
+            raise unsupported(ins, f"recursive call of {name!r} ({chain}); the emulator "
                                       "inlines device functions")
         ret_params = getattr(f, "return_params", [])
         if len(args) != len(f.params) or len(rets) > len(ret_params):
@@ -242,7 +243,7 @@ def _rewrite_params(k) -> None:
         return
     for name, size in sizes.items():
         for w in range(-(-size // _WORD)):
-            k.registers[_param_reg(name, w)] = "b64"
+            k.registers[param_reg(name, w)] = "b64"
     k.param_vars = sizes
     for item in k.body:
         if not isinstance(item, Instruction) or item.opcode not in ("ld", "st"):
@@ -268,26 +269,26 @@ def _pv_access(g, ins, addr, size, n):
         if off < 0 or off + size > total:
             raise PtxError(ins.line, f"access past .param variable {name} ({total} bytes): {ins.text}")
         if off % _WORD + size > _WORD:
-            raise cg.unsupported(ins, f"a .param access straddling 8-byte words of {name}")
-        out.append((Reg(_param_reg(name, off // _WORD)), (off % _WORD) * 8))
+            raise unsupported(ins, f"a .param access straddling 8-byte words of {name}")
+        out.append((Reg(param_reg(name, off // _WORD)), (off % _WORD) * 8))
     return out
 
 
 def _pv_mods(ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     m.take("param")
-    m.take_all(cg._CACHE_MODS)
+    m.take_all(CACHE_MODS)
     vec = m.take("v2", "v4")
     t = m.one_type()
     m.done()
     if t == "pred" or t == "b128":
-        raise cg.unsupported(ins, f".{t} parameters")
+        raise unsupported(ins, f".{t} parameters")
     return (int(vec[1:]) if vec else 1), t
 
 
 def emit_ldpv(g, ins):
     vec, t = _pv_mods(ins)
-    d, addr = cg._operands(ins, 2)
+    d, addr = operands(ins, 2)
     guard = g.guard(ins)
     size, kind = TYPES[t]
     dests = d.elems if isinstance(d, Vec) else [d]
@@ -306,7 +307,7 @@ def emit_ldpv(g, ins):
 
 def emit_stpv(g, ins):
     vec, t = _pv_mods(ins)
-    addr, src = cg._operands(ins, 2)
+    addr, src = operands(ins, 2)
     guard = g.guard(ins)
     size, kind = TYPES[t]
     srcs = src.elems if isinstance(src, Vec) else [src]
@@ -314,7 +315,7 @@ def emit_stpv(g, ins):
         raise PtxError(ins.line, f"st.v{vec} needs {vec} sources: {ins.text}")
     bits = size * 8
     for s, (w, shift) in zip(srcs, _pv_access(g, ins, addr, size, vec)):
-        from ..ptx.parser import Imm
+        from ..ptx.ir import Imm
         if isinstance(s, Imm) and kind == "f":
             val = f"{g.read(ins, s, t)}.view(_U{bits})"
         else:
@@ -335,18 +336,20 @@ def emit_vprintf(g, ins):
     for s in (fmt, args):
         if s.name not in sizes or sizes[s.name] < 8:
             raise PtxError(ins.line, f"vprintf argument {s.name} is not a 64-bit .param: {ins.text}")
-    f = g.read(ins, Reg(_param_reg(fmt.name, 0)), "u64")
-    a = g.read(ins, Reg(_param_reg(args.name, 0)), "u64")
+    f = g.read(ins, Reg(param_reg(fmt.name, 0)), "u64")
+    a = g.read(ins, Reg(param_reg(args.name, 0)), "u64")
     iid = g.ns["_register_instruction"](ins)
     r = g.fresh()
     g.emit(f"{r} = _printf(C, {f}, {a}, {iid}, {guard if guard is not None else 'None'})")
     if ret is not None:
         if ret.name not in sizes:
             raise PtxError(ins.line, f"vprintf result {ret.name} is not a .param: {ins.text}")
-        g.write(ins, Reg(_param_reg(ret.name, 0)), r, "u64", guard)
+        g.write(ins, Reg(param_reg(ret.name, 0)), r, "u64", guard)
 
 
-cg.EMITTERS.update({"_ldpv": emit_ldpv, "_stpv": emit_stpv, "_vprintf": emit_vprintf})
+register(emit_ldpv, "_ldpv")
+register(emit_stpv, "_stpv")
+register(emit_vprintf, "_vprintf")
 
 
 # --- printf ----------------------------------------------------------------------------------------
@@ -365,7 +368,7 @@ def _load(C, addr, size, iid, mask):
     return np.broadcast_to(np.asarray(v), (n,))
 
 
-def _strings(C, addr, iid, mask, limit=None):
+def strings(C, addr, iid, mask, limit=None):
     """NUL-terminated strings at per-lane addresses: dict lane -> bytes."""
     n = C.n
     addr = np.broadcast_to(np.asarray(addr, np.uint64), (n,))
@@ -442,7 +445,7 @@ def printf(C, fmt_addr, args_addr, iid, guard):
         first = int(np.flatnonzero(group)[0])
         one = np.zeros(n, bool)
         one[first] = True
-        fmt = _strings(C, fmts, iid, one)[first].decode("utf-8", errors="replace")
+        fmt = strings(C, fmts, iid, one)[first].decode("utf-8", errors="replace")
         pieces = []              # literal strings and per-lane columns
         off = 0
         pos = 0
@@ -476,7 +479,7 @@ def printf(C, fmt_addr, args_addr, iid, guard):
                 size = 8 if length in ("l", "ll", "q", "j", "z", "t") else 4
             col = arg(size)
             count += 1
-            strs = _strings(C, col.astype(np.uint64), iid, group & (col != 0)) if conv == "s" else None
+            strs = strings(C, col.astype(np.uint64), iid, group & (col != 0)) if conv == "s" else None
             pieces.append((conv, length, flags, width, prec, col, wcol, pcol, strs))
         pieces.append(fmt[pos:])
         nargs[group] = count
@@ -507,6 +510,5 @@ def printf(C, fmt_addr, args_addr, iid, guard):
     return nargs
 
 
-cg.EXTRA_NAMESPACE["_printf"] = printf
+provide(_printf=printf)
 
-from . import devassert  # noqa: E402,F401  (__assertfail: registers itself)

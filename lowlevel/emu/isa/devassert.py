@@ -21,10 +21,11 @@ import sys
 
 import numpy as np
 
-from ..engine import decode as cg
-from .calls import _param_reg, _strings
-from ..engine.faults import KernelFault, PtxError
-from ..ptx.parser import Reg
+from .calls import param_reg, strings
+from ..engine.faults import KernelFault
+from ..ptx.errors import PtxError
+from ..ptx.ir import Reg
+from .registry import provide, register
 
 _ARGS = ("message", "file", "line", "function", "charSize")
 
@@ -37,7 +38,7 @@ def emit_assertfail(g, ins) -> None:
         if s.name not in sizes or sizes[s.name] < need:
             raise PtxError(ins.line, f"__assertfail {what} argument {s.name} is not a "
                                      f"{need * 8}-bit .param: {ins.text}")
-        exprs.append(g.read(ins, Reg(_param_reg(s.name, 0)), "u64"))
+        exprs.append(g.read(ins, Reg(param_reg(s.name, 0)), "u64"))
     guard = g.guard(ins)
     iid = g.ns["_register_instruction"](ins)
     msg, file, line, func, _ = exprs
@@ -61,7 +62,7 @@ def assertfail(C, msg, file, line, func, iid, guard) -> None:
         addr = np.broadcast_to(np.asarray(addr, np.uint64), (n,))
         if int(addr[lane]) == 0:
             return "(null)"
-        return _strings(C, addr, iid, one)[lane].decode("utf-8", errors="replace")
+        return strings(C, addr, iid, one)[lane].decode("utf-8", errors="replace")
 
     line_no = int(np.broadcast_to(np.asarray(line, np.uint64), (n,))[lane]) & 0xFFFFFFFF
     batch_lane = lane if C.lanes is None else int(C.lanes[lane])
@@ -78,5 +79,5 @@ def assertfail(C, msg, file, line, func, iid, guard) -> None:
     raise KernelFault("CUDA_ERROR_ASSERT", report)
 
 
-cg.EMITTERS["_assertfail"] = emit_assertfail
-cg.EXTRA_NAMESPACE["_assertfail"] = assertfail
+register(emit_assertfail, "_assertfail")
+provide(_assertfail=assertfail)

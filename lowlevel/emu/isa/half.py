@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine import decode as cg
+from .operands import Mods, ROUND_F, ROUND_I, operands, unsupported, view_dtype
+from .compare import CMP, UNORDERED, cmp_and_bool
 from . import numerics
-from ..engine.faults import PtxError
-from ..ptx.parser import TYPES, PredPair
+from ..ptx.errors import PtxError
+from ..ptx.ir import TYPES, PredPair
+from .registry import provide, register
 
 F16, F32, F64 = np.float16, np.float32, np.float64
 U16, U32, U64 = np.uint16, np.uint32, np.uint64
@@ -216,7 +218,7 @@ def half_to_f64(x, kind, ftz):
     return _back(to_f64(x, kind, ftz), [x])
 
 
-cg.EXTRA_NAMESPACE.update({
+provide(**{
     "_hop": hop, "_x2": x2, "_halves": halves, "_cvt_to_half": cvt_to_half,
     "_cvt_pair": cvt_pair, "_h2f": half_to_f64, "_F16": F16,
 })
@@ -238,19 +240,19 @@ def _reg_u(t):
 def emit_arith(g, ins):
     """add sub mul fma min max neg abs ex2 tanh on .f16/.f16x2/.bf16/.bf16x2."""
     op = ins.opcode
-    m = cg._Mods(ins)
+    m = Mods(ins)
     t = m.one_type(_HALF | _PAIR)
     kind = _elem(t)
-    rnd = m.take(*cg._ROUND_F)
+    rnd = m.take(*ROUND_F)
     ftz = bool(m.take("ftz"))
     sat = bool(m.take("sat"))
     relu = bool(m.take("relu"))
     nan = bool(m.take("NaN"))
     approx = bool(m.take("approx"))
     if m.take("xorsign"):
-        raise cg.unsupported(ins, ".xorsign.abs")
+        raise unsupported(ins, ".xorsign.abs")
     if m.take("oob"):
-        raise cg.unsupported(ins, ".oob")
+        raise unsupported(ins, ".oob")
     m.done()
     if ftz and kind == "bf16" and op not in ("ex2",):
         raise PtxError(ins.line, f".ftz is not defined for .{t} {op}: {ins.text}")
@@ -259,7 +261,7 @@ def emit_arith(g, ins):
     if approx and op not in ("ex2", "tanh"):
         raise PtxError(ins.line, f".approx is not defined for {op}.{t}: {ins.text}")
     n_in = {"fma": 3, "neg": 1, "abs": 1, "ex2": 1, "tanh": 1}.get(op, 2)
-    ops = cg._operands(ins, n_in + 1)
+    ops = operands(ins, n_in + 1)
     guard = g.guard(ins)
     rt = _reg_u(t)
     xs = [g.read(ins, o, rt) for o in ops[1:]]
@@ -282,12 +284,10 @@ def emit_arith(g, ins):
     g.write(ins, ops[0], expr, rt, guard)
 
 
-def emit_setp(g, ins, fallback=None):
+def emit_setp(g, ins):
     t = _half_type(ins)
-    if t is None:
-        return fallback(g, ins)
-    m = cg._Mods(ins)
-    cmp, boolop, ftz = cg._cmp_and_bool(ins, m)
+    m = Mods(ins)
+    cmp, boolop, ftz = cmp_and_bool(ins, m)
     m.one_type(_HALF | _PAIR)
     m.done()
     ops = ins.operands
@@ -338,18 +338,16 @@ def _cmp_expr(ins, cmp, x, y):
     if cmp == "ne":
         return f"(({x} != {y}) & ~(_isnan({x}) | _isnan({y})))"
     if cmp in ("eq", "lt", "le", "gt", "ge"):
-        return f"({x} {cg._CMP[cmp]} {y})"
-    if cmp in cg._UNORDERED:
-        return f"(({x} {cg._UNORDERED[cmp]} {y}) | _isnan({x}) | _isnan({y}))"
+        return f"({x} {CMP[cmp]} {y})"
+    if cmp in UNORDERED:
+        return f"(({x} {UNORDERED[cmp]} {y}) | _isnan({x}) | _isnan({y}))"
     raise PtxError(ins.line, f"comparison .{cmp} is not defined for half types: {ins.text}")
 
 
-def emit_cvt(g, ins, fallback=None):
-    if _half_type(ins) is None:
-        return fallback(g, ins)
-    m = cg._Mods(ins)
-    irnd = m.take(*cg._ROUND_I)
-    frnd = m.take(*cg._ROUND_F)
+def emit_cvt(g, ins):
+    m = Mods(ins)
+    irnd = m.take(*ROUND_I)
+    frnd = m.take(*ROUND_F)
     ftz = bool(m.take("ftz"))
     sat = bool(m.take("sat"))
     relu = bool(m.take("relu"))
@@ -360,21 +358,21 @@ def emit_cvt(g, ins, fallback=None):
         raise PtxError(ins.line, f"cvt needs a destination and a source type: {ins.text}")
     dt, st = ts
     if satfinite:
-        raise cg.unsupported(ins, ".satfinite")
+        raise unsupported(ins, ".satfinite")
     guard = g.guard(ins)
     if dt in _PAIR:                                       # cvt.rn.f16x2.f32 d, a, b
         if st != "f32":
-            raise cg.unsupported(ins, f"cvt.{dt}.{st}")
+            raise unsupported(ins, f"cvt.{dt}.{st}")
         if frnd is None:
             raise PtxError(ins.line, f"cvt to .{dt} needs a rounding mode: {ins.text}")
-        d, a, b = cg._operands(ins, 3)
+        d, a, b = operands(ins, 3)
         expr = (f"_cvt_pair({g.read(ins, a, 'f32')}, {g.read(ins, b, 'f32')}, {_elem(dt)!r}, "
                 f"{frnd!r}, {relu}, {sat})")
         g.write(ins, d, expr, "u32", guard)
         return
     if st in _PAIR:
-        raise cg.unsupported(ins, f"cvt from .{st}")
-    d, a = cg._operands(ins, 2)
+        raise unsupported(ins, f"cvt from .{st}")
+    d, a = operands(ins, 2)
     ssize, skind = TYPES[st]
     dsize, dkind = TYPES[dt]
     if "pred" in (skind, dkind):
@@ -421,29 +419,14 @@ def emit_cvt(g, ins, fallback=None):
         return
     if not irnd:
         raise PtxError(ins.line, f"float->integer cvt needs .rni/.rzi/.rmi/.rpi: {ins.text}")
-    target = cg._view_dtype(dt) if dkind != "b" else numerics.UINT[dsize]
+    target = view_dtype(dt) if dkind != "b" else numerics.UINT[dsize]
     expr = f"_float_to_int({x}, {irnd!r}, {g.const(target)})"
     if dkind == "b":
         dt = f"u{dsize * 8}"
     g.write(ins, d, expr, dt, guard)
 
 
-def _route(name, emitter):
-    """Send instructions with a half type to `emitter`, the rest where they went before."""
-    previous = cg.EMITTERS.get(name)
-
-    def dispatch(g, ins):
-        if _half_type(ins) is not None:
-            return emitter(g, ins)
-        if previous is None:
-            raise cg.unsupported(ins)
-        return previous(g, ins)
-    cg.EMITTERS[name] = dispatch
-
-
-for _name in ("add", "sub", "mul", "fma", "min", "max", "neg", "abs", "ex2", "tanh"):
-    _route(_name, emit_arith)
-_prev_setp = cg.EMITTERS["setp"]
-cg.EMITTERS["setp"] = lambda g, ins: emit_setp(g, ins, _prev_setp)
-_prev_cvt = cg.EMITTERS["cvt"]
-cg.EMITTERS["cvt"] = lambda g, ins: emit_cvt(g, ins, _prev_cvt)
+_HALF_FORMS = ("f16", "bf16")          # the type families of registry.py
+register(emit_arith, "add", "sub", "mul", "fma", "min", "max", "neg", "abs", "ex2", "tanh", forms=_HALF_FORMS)
+register(emit_setp, "setp", forms=_HALF_FORMS)
+register(emit_cvt, "cvt", forms=_HALF_FORMS)

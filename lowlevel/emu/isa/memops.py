@@ -1,32 +1,31 @@
 """Code generation for memory instructions in every state space, atomics and barriers.
 
-Registered into codegen.EMITTERS when codegen is imported (it imports this module last):
+Registered into isa/registry.py:
   ld / st       .global .const .shared .local .param(ld) and generic (no space)
   atom / red    .add .min .max .inc .dec .and .or .xor .exch .cas on global, shared,
                 generic (semantics/scope qualifiers accepted: everything is sequentially
                 consistent here)
   cvta          .global .const (identity), .shared .local (add/remove the generic window)
   bar/barrier   .sync (id and optional thread count, immediates), bar.cta.sync,
-                barrier.sync.aligned: end their basic block (see engine.py);
+                barrier.sync.aligned: end their basic block (see engine/scheduler.py);
                 bar.warp.sync: checks the member mask (warp.py), nothing to wait for
                 (lanes run in lockstep; memory is sequentially consistent);
                 bar.red (popc/and/or): barred.py; bar.arrive: refused
   cp.async      asyncopy.py (the copy at issue time; commit/wait are no-ops)
   mov           of a variable name: its address in its own space (shared/local offset,
                 global address)
-Addresses: see spaces.py for the windows.
+Addresses: see addressing.py for the windows.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..engine import decode as cg
-from ..engine.decode import EMITTERS, PtxError, _Mods, _operands, unsupported
-from ..ptx.parser import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
-from ..engine.spaces import LOCAL_WINDOW, SHARED_WINDOW, kernel_layout
-from . import asyncopy, barred  # noqa: E402,F401  (bar.red, cp.async: they register themselves)
-
-__all__ = ["ends_block", "after_barrier", "kernel_layout"]
+from ..ptx.errors import PtxError
+from ..ptx.ir import TYPES, Addr, Imm, Instruction, Sym, Vec
+from . import barred
+from .addressing import LOCAL_WINDOW, SHARED_WINDOW
+from .operands import CACHE_MODS, Mods, operands, unsupported, view_name
+from .registry import SYMBOL, register
 
 _U64_MASK = (1 << 64) - 1
 _SPACES = ("global", "param", "shared", "local", "const", "generic", "tex")
@@ -103,7 +102,7 @@ def address(g, ins: Instruction, addr, space: str) -> str:
 
 # --- ld / st -------------------------------------------------------------------------
 
-def take_space(ins: Instruction, m: _Mods, *spaces) -> str | None:
+def take_space(ins: Instruction, m: Mods, *spaces) -> str | None:
     """The state space among `spaces` that the instruction names, reading .shared::cta
     as .shared (the CTA's own shared memory) and refusing .shared::cluster."""
     space = m.take(*spaces)
@@ -117,9 +116,9 @@ def take_space(ins: Instruction, m: _Mods, *spaces) -> str | None:
     return space
 
 
-def _memory_mods(ins: Instruction, m: _Mods):
+def _memory_mods(ins: Instruction, m: Mods):
     space = take_space(ins, m, *_SPACES)
-    m.take_all(cg._CACHE_MODS)
+    m.take_all(CACHE_MODS)
     m.take_all({"L1", "L2", "level"})
     m.take("unified")
     vec = m.take("v2", "v4", "v8")
@@ -154,7 +153,7 @@ def _call(space: str, what: str) -> str:
 
 
 def emit_ld(g, ins: Instruction) -> None:
-    m = _Mods(ins)
+    m = Mods(ins)
     space, vec, t = _memory_mods(ins, m)
     ops = operands_less_policy(g, ins, 2)
     if len(ops) != 2:
@@ -183,7 +182,7 @@ def emit_ld(g, ins: Instruction) -> None:
             raise unsupported(ins, f"ld.param at parameter offset {off}, not a multiple of "
                                    f"its {size * vec}-byte access size")
         for i, e in enumerate(dests):
-            g.write(ins, e, f"C.param({off + i * size}, {cg._view_name(raw_t)})", raw_t, guard)
+            g.write(ins, e, f"C.param({off + i * size}, {view_name(raw_t)})", raw_t, guard)
         return
     a = address(g, ins, addr, space)
     iid = g.ns["_register_instruction"](ins)
@@ -192,12 +191,12 @@ def emit_ld(g, ins: Instruction) -> None:
     g.emit(f"{tmp} = {_call(space, 'load')}{a}, {size}, {vec}, {iid}, {gexpr})")
     for i, e in enumerate(dests):
         col = tmp if vec == 1 else f"{tmp}[:, {i}]"
-        value = col if kind != "s" else f"{col}.view({cg._view_name(t)})"
+        value = col if kind != "s" else f"{col}.view({view_name(t)})"
         g.write(ins, e, value, raw_t, guard)
 
 
 def emit_st(g, ins: Instruction) -> None:
-    m = _Mods(ins)
+    m = Mods(ins)
     space, vec, t = _memory_mods(ins, m)
     if space == "param":
         raise unsupported(ins, "st.param outside a call sequence")
@@ -238,7 +237,7 @@ _ATOM_TYPES = {
 
 def emit_atom(g, ins: Instruction) -> None:
     is_red = ins.opcode == "red"
-    m = _Mods(ins)
+    m = Mods(ins)
     space = take_space(ins, m, "global", "shared", "generic") or "generic"
     m.take_all(_SEMANTICS)
     m.take_all({"L2"})
@@ -292,7 +291,7 @@ def emit_atom(g, ins: Instruction) -> None:
 # --- cvta ----------------------------------------------------------------------------
 
 def emit_cvta(g, ins: Instruction) -> None:
-    m = _Mods(ins)
+    m = Mods(ins)
     to = m.take("to")
     space = take_space(ins, m, "global", "shared", "local", "const", "param")
     t = m.one_type({"u32", "u64"})
@@ -301,7 +300,7 @@ def emit_cvta(g, ins: Instruction) -> None:
         raise PtxError(ins.line, f"cvta needs a state space: {ins.text}")
     if space == "param":
         raise unsupported(ins, ".param addresses")
-    d, a = _operands(ins, 2)
+    d, a = operands(ins, 2)
     guard = g.guard(ins)
     if isinstance(a, Sym):
         if to:
@@ -327,33 +326,28 @@ def emit_cvta(g, ins: Instruction) -> None:
 
 # --- mov of a variable's address -------------------------------------------------------
 
-_plain_mov = EMITTERS["mov"]
-
-
-def emit_mov(g, ins: Instruction) -> None:
+def emit_mov_address(g, ins: Instruction) -> None:
+    """mov d, variable (the SYMBOL form of mov): the variable's address in its space."""
     ops = ins.operands
-    if len(ops) == 2 and isinstance(ops[1], Sym):
-        m = _Mods(ins)
-        t = m.one_type({"u32", "u64", "b32", "b64", "s32", "s64"})
-        m.done()
-        guard = g.guard(ins)
-        expr, _ = symbol(g, ins, ops[1].name)
-        if TYPES[t][0] == 4:
-            g.write(ins, ops[0], f"({expr} & _U64(0xFFFFFFFF)).astype(_U32)", "u32", guard)
-        else:
-            g.write(ins, ops[0], expr, "u64", guard)
-        return
-    _plain_mov(g, ins)
+    m = Mods(ins)
+    t = m.one_type({"u32", "u64", "b32", "b64", "s32", "s64"})
+    m.done()
+    guard = g.guard(ins)
+    expr, _ = symbol(g, ins, ops[1].name)
+    if TYPES[t][0] == 4:
+        g.write(ins, ops[0], f"({expr} & _U64(0xFFFFFFFF)).astype(_U32)", "u32", guard)
+    else:
+        g.write(ins, ops[0], expr, "u64", guard)
 
 
 # --- barriers ------------------------------------------------------------------------
 
 def emit_bar(g, ins: Instruction) -> None:
-    m = _Mods(ins)
+    m = Mods(ins)
     if m.take("warp"):
         m.take("sync")
         m.done()
-        (mask,) = _operands(ins, 1)
+        (mask,) = operands(ins, 1)
         guard = g.guard(ins)
         iid = g.ns["_register_instruction"](ins)
         g.emit(f"_warp_sync(C, {g.read(ins, mask, 'u32')}, {iid}, "
@@ -398,12 +392,12 @@ def _barrier_id_count(ins: Instruction, ops) -> tuple:
 
 def emit_isspacep(g, ins: Instruction) -> None:
     """isspacep.{global,shared,local} p, a: which window a generic address lies in."""
-    m = _Mods(ins)
+    m = Mods(ins)
     space = take_space(ins, m, "global", "shared", "local", "const", "param")
     m.done()
     if space not in ("global", "shared", "local"):
         raise unsupported(ins, f".{space}" if space else "missing state space")
-    d, a = _operands(ins, 2)
+    d, a = operands(ins, 2)
     x = g.read(ins, a, "u64")
     sh_lo, lo_lo = g.const(np.uint64(SHARED_WINDOW)), g.const(np.uint64(LOCAL_WINDOW))
     span = g.const(np.uint64(1 << 32))
@@ -413,8 +407,10 @@ def emit_isspacep(g, ins: Instruction) -> None:
     g.write(ins, d, expr, "pred", g.guard(ins))
 
 
-EMITTERS.update({
-    "isspacep": emit_isspacep,
-    "ld": emit_ld, "st": emit_st, "atom": emit_atom, "red": emit_atom, "cvta": emit_cvta,
-    "mov": emit_mov, "bar": emit_bar, "barrier": emit_bar,
-})
+register(emit_isspacep, "isspacep")
+register(emit_ld, "ld")
+register(emit_st, "st")
+register(emit_atom, "atom", "red")
+register(emit_cvta, "cvta")
+register(emit_mov_address, "mov", forms=(SYMBOL,))
+register(emit_bar, "bar", "barrier")

@@ -38,9 +38,11 @@ import time
 
 import numpy as np
 
-from ..engine import decode as cg
-from ..engine.faults import KernelFault, PtxError
-from ..ptx.parser import TYPES, PredPair, Reg
+from .operands import Mods, operands, unsupported
+from ..engine.faults import KernelFault
+from ..ptx.errors import PtxError
+from ..ptx.ir import TYPES, PredPair, Reg
+from .registry import provide, register, special_register
 
 WARP = 32
 U32, U64, I64 = np.uint32, np.uint64, np.int64
@@ -394,7 +396,7 @@ def total_smem(C):
     return U32(int(dynamic_smem(C)) + int(getattr(k, "shared_bytes", 0) or 0))
 
 
-cg.EXTRA_NAMESPACE.update({
+provide(**{
     "_shfl": shfl, "_vote": vote, "_match": match, "_redux": redux, "_clock64": clock64, "_clock32": clock32,
     "_globaltimer": globaltimer, "_gridid": gridid, "_smid": smid,
     "_dynamic_smem": dynamic_smem, "_total_smem": total_smem, "_warp_sync": warp_sync,
@@ -417,15 +419,15 @@ def _write_pair(g, ins, d, p, r, guard):
 
 
 def emit_shfl(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     if not m.take("sync"):
-        raise cg.unsupported(ins, "shfl without .sync (removed for sm_70 and later)")
+        raise unsupported(ins, "shfl without .sync (removed for sm_70 and later)")
     mode = m.take("up", "down", "bfly", "idx")
     m.one_type({"b32"})
     m.done()
     if mode is None:
         raise PtxError(ins.line, f"shfl.sync needs .up/.down/.bfly/.idx: {ins.text}")
-    d, a, b, c, mask = cg._operands(ins, 5)
+    d, a, b, c, mask = operands(ins, 5)
     guard, gexpr = _guard_expr(g, ins)
     p = q = None
     if isinstance(d, PredPair):
@@ -439,15 +441,15 @@ def emit_shfl(g, ins):
 
 
 def emit_vote(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     if not m.take("sync"):
-        raise cg.unsupported(ins, "vote without .sync (removed for sm_70 and later)")
+        raise unsupported(ins, "vote without .sync (removed for sm_70 and later)")
     mode = m.take("all", "any", "uni", "ballot")
     t = m.one_type({"pred", "b32"})
     m.done()
     if mode is None or (mode == "ballot") != (t == "b32"):
         raise PtxError(ins.line, f"vote.sync needs .all/.any/.uni with .pred or .ballot.b32: {ins.text}")
-    d, a, mask = cg._operands(ins, 3)
+    d, a, mask = operands(ins, 3)
     guard, gexpr = _guard_expr(g, ins)
     iid = g.ns["_register_instruction"](ins)
     expr = f"_vote(C, {mode!r}, {g.read(ins, a, 'pred')}, {g.read(ins, mask, 'u32')}, {gexpr}, {iid})"
@@ -455,24 +457,24 @@ def emit_vote(g, ins):
 
 
 def emit_activemask(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     m.one_type({"b32"})
     m.done()
-    (d,) = cg._operands(ins, 1)
+    (d,) = operands(ins, 1)
     guard, gexpr = _guard_expr(g, ins)
     g.write(ins, d, f"_vote(C, 'activemask', True, 0, {gexpr})", "u32", guard)
 
 
 def emit_match(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     mode = m.take("any", "all")
     if not m.take("sync"):
-        raise cg.unsupported(ins, "match without .sync")
+        raise unsupported(ins, "match without .sync")
     t = m.one_type({"b32", "b64"})
     m.done()
     if mode is None:
         raise PtxError(ins.line, f"match.sync needs .any or .all: {ins.text}")
-    d, a, mask = cg._operands(ins, 3)
+    d, a, mask = operands(ins, 3)
     p = None
     if isinstance(d, PredPair):
         if mode == "any":
@@ -487,16 +489,16 @@ def emit_match(g, ins):
 
 
 def emit_redux(g, ins):
-    m = cg._Mods(ins)
+    m = Mods(ins)
     if not m.take("sync"):
-        raise cg.unsupported(ins, "redux without .sync")
+        raise unsupported(ins, "redux without .sync")
     op = m.take("add", "min", "max", "and", "or", "xor")
     t = m.one_type({"u32", "s32", "b32"})
     m.done()
     if op is None or (op in ("and", "or", "xor")) != (t == "b32"):
         raise PtxError(ins.line, f"redux.sync needs .add/.min/.max with .u32/.s32 or "
                                  f".and/.or/.xor with .b32: {ins.text}")
-    d, a, mask = cg._operands(ins, 3)
+    d, a, mask = operands(ins, 3)
     guard, gexpr = _guard_expr(g, ins)
     vt = "u32" if t == "b32" else t
     iid = g.ns["_register_instruction"](ins)
@@ -506,16 +508,17 @@ def emit_redux(g, ins):
 
 def emit_nanosleep(g, ins):
     """nanosleep: a hint; every thread of the emulator makes progress anyway."""
-    m = cg._Mods(ins)
+    m = Mods(ins)
     m.one_type({"u32"})
     m.done()
-    (t,) = cg._operands(ins, 1)
+    (t,) = operands(ins, 1)
     g.read(ins, t, "u32")
     g.guard(ins)
 
 
-cg.EMITTERS.update({"shfl": emit_shfl, "vote": emit_vote, "activemask": emit_activemask,
-                    "match": emit_match, "redux": emit_redux, "nanosleep": emit_nanosleep})
+for _opcode, _emitter in {"shfl": emit_shfl, "vote": emit_vote, "activemask": emit_activemask,
+                          "match": emit_match, "redux": emit_redux, "nanosleep": emit_nanosleep}.items():
+    register(_emitter, _opcode)
 
 
 # --- special registers computed on the fly ---------------------------------------------------
@@ -555,9 +558,9 @@ def _lanemask(kind):
 
 
 for _k in ("eq", "lt", "le", "gt", "ge"):
-    cg.SPECIAL_READERS[f"%lanemask_{_k}"] = _reader(32, _lanemask(_k))
+    special_register(f"%lanemask_{_k}", _reader(32, _lanemask(_k)))
 
-cg.SPECIAL_READERS.update({
+for _name, _read in {
     "%clock": _reader(32, lambda g, ins: "_clock32()"),
     "%clock64": _reader(64, lambda g, ins: "_clock64()"),
     "%globaltimer": _reader(64, lambda g, ins: "_globaltimer()"),
@@ -569,4 +572,5 @@ cg.SPECIAL_READERS.update({
     "%gridid": _reader(64, lambda g, ins: "_gridid(C)"),
     "%dynamic_smem_size": _reader(32, lambda g, ins: "_dynamic_smem(C)"),
     "%total_smem_size": _reader(32, lambda g, ins: "_total_smem(C)"),
-})
+}.items():
+    special_register(_name, _read)

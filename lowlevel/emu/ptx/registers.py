@@ -8,7 +8,7 @@ uses get storage (codegen assigns slots on first use).
 """
 from __future__ import annotations
 
-from ..engine.faults import PtxError
+from .errors import PtxError
 
 MAX_RANGE = 1 << 32          # ptxas: a count of 2^32 or more is a constant overflow
 
