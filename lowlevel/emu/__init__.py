@@ -13,8 +13,7 @@ reports on it); nothing else of the emulator is imported from outside it:
     check_ptx(text)          the emulator's parse of PTX (raises PtxError when it refuses)
 """
 from .driver.assembler import description as assembler_description
-from .driver.context import (error_details, functions, last_launch_stats, pending_interrupt,
-                             thread_instructions)
+from .driver import error_details, functions, last_launch_stats, pending_interrupt, thread_instructions
 from .driver.cublas import functions as cublas_functions
 from .ptx.errors import PtxError
 from .engine.decode import load_ptx as check_ptx

@@ -20,6 +20,7 @@ import pytest
 from engine_helpers import HEADER, Buf, launch
 from lowlevel import cuda
 from lowlevel.capi.constants import CURESULT
+from lowlevel import emu
 from lowlevel.emu.driver import context as emu_driver
 from lowlevel.capi import images
 from lowlevel.emu.engine.faults import KernelFault
@@ -87,10 +88,10 @@ def test_an_interrupt_in_a_driver_call_is_kept_for_the_caller(kind):
     entry = emu_driver.api(cuTestInterrupted)
     emu_driver.FUNCTIONS.pop("cuTestInterrupted")
     through_c = ctypes.CFUNCTYPE(ctypes.c_int)(entry)      # as the binding layer calls it
-    assert emu_driver.pending_interrupt() is None
+    assert emu.pending_interrupt() is None
     assert through_c() == CURESULT["CUDA_ERROR_UNKNOWN"]
-    assert isinstance(emu_driver.pending_interrupt(), kind)
-    assert emu_driver.pending_interrupt() is None          # taken once
+    assert isinstance(emu.pending_interrupt(), kind)
+    assert emu.pending_interrupt() is None          # taken once
 
 
 def test_an_interrupt_in_a_cublas_call_is_kept_for_the_caller(driver):
@@ -102,7 +103,7 @@ def test_an_interrupt_in_a_cublas_call_is_kept_for_the_caller(driver):
     entry = emu_cublas.api(cublasTestInterrupted)
     emu_cublas.FUNCTIONS.pop("cublasTestInterrupted")
     assert ctypes.CFUNCTYPE(ctypes.c_int)(entry)() != 0
-    assert isinstance(emu_driver.pending_interrupt(), KeyboardInterrupt)
+    assert isinstance(emu.pending_interrupt(), KeyboardInterrupt)
 
 
 def test_ctrl_c_while_synchronizing_is_not_lost(driver):
@@ -118,7 +119,7 @@ def test_ctrl_c_while_synchronizing_is_not_lost(driver):
     finally:
         timer.join()
         gate.set()
-    assert emu_driver.pending_interrupt() is None
+    assert emu.pending_interrupt() is None
     cuda.synchronize()
 
 
@@ -128,7 +129,7 @@ def test_a_submission_and_the_legacy_streams_implicit_dependencies_are_atomic(dr
     """Thread A queues on a blocking stream while thread B queues on the legacy stream:
     whichever goes second must depend on the other, never neither."""
     emu_only(driver)
-    ctx = emu_driver._ctx()
+    ctx = emu_driver.current()
     blocking = cuda.Stream()
     s = ctx.stream(blocking.handle)
     gates = [hold(blocking), hold(cuda.Stream.legacy())]      # nothing completes meanwhile
@@ -157,7 +158,7 @@ def test_a_submission_and_the_legacy_streams_implicit_dependencies_are_atomic(dr
 
 def test_handles_made_by_many_threads_are_distinct(driver, fast_switching):
     emu_only(driver)
-    ctx = emu_driver._ctx()
+    ctx = emu_driver.current()
     handles = []
 
     def make():
@@ -189,17 +190,17 @@ def test_instruction_counts_of_concurrent_launches_add_up(driver, fast_switching
     out = cuda.mem_alloc(4 * 64)
     f.launch(1, 64, (out,))
     cuda.synchronize()
-    before = emu_driver.thread_instructions()
+    before = emu.thread_instructions()
     f.launch(1, 64, (out,))
     cuda.synchronize()
-    one = emu_driver.thread_instructions() - before
+    one = emu.thread_instructions() - before
     streams = [cuda.Stream(non_blocking=True) for _ in range(4)]
-    before = emu_driver.thread_instructions()
+    before = emu.thread_instructions()
     for _ in range(25):
         for s in streams:
             f.launch(1, 64, (out,), stream=s)
     cuda.synchronize()
-    assert emu_driver.thread_instructions() - before == 100 * one
+    assert emu.thread_instructions() - before == 100 * one
 
 
 # --- 4. PTX for a newer GPU ---------------------------------------------------------------------
@@ -476,7 +477,7 @@ def test_a_thread_whose_context_was_reset_reaches_the_fresh_one(driver):
     cuda.reset_device()
     reset_done.set()
     t.join()
-    ctx = emu_driver._ctx()
+    ctx = emu_driver.current()
     assert result["code"] == 0 and result["current"] == handle.value
     assert ctx.memory.is_allocation(result["ptr"])          # in the live context's memory
     assert emu_driver.FUNCTIONS["cuMemFree"](result["ptr"]) == 0

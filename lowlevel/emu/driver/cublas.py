@@ -12,7 +12,6 @@ copies on that stream. A matrix that reaches outside its allocation faults like 
 (CUDA_ERROR_ILLEGAL_ADDRESS, sticky).
 """
 import ctypes
-import functools
 import sys
 import threading
 import traceback
@@ -20,14 +19,14 @@ import traceback
 import numpy as np
 
 from ...capi.cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
-from . import context as emu_driver
+from .context import current, live_contexts, record_interrupt
+from .entry import CFunctions, NullOutput, write_out
 from .errors import EmuError, static_c_string
 from ..engine.faults import KernelFault
 from ..engine.memory import AccessFault
 
 VERSION = 131000            # what cublasGetVersion reports: the cuBLAS 13.1 API
 
-FUNCTIONS: dict = {}
 _handles: dict[int, "HandleState"] = {}
 _next_handle = [0xC0B1A5000]
 _handles_lock = threading.Lock()
@@ -39,26 +38,25 @@ class BlasError(Exception):
         self.status = STATUS[status]
 
 
-def api(fn):
-    """Register `fn` as the emulated cuBLAS function of the same name; it returns a status."""
-    @functools.wraps(fn)
-    def entry(*args):
-        try:
-            result = fn(*[0 if a is None else a for a in args])
-            return STATUS["CUBLAS_STATUS_SUCCESS"] if result is None else result
-        except BlasError as e:
-            return e.status
-        except EmuError as e:          # no context, or a broken one
-            return STATUS["CUBLAS_STATUS_NOT_INITIALIZED" if e.name == "CUDA_ERROR_INVALID_CONTEXT"
-                          else "CUBLAS_STATUS_EXECUTION_FAILED"]
-        except Exception:
-            print(f"internal error in emulated {fn.__name__}:\n{traceback.format_exc()}", file=sys.stderr)
-            return STATUS["CUBLAS_STATUS_INTERNAL_ERROR"]
-        except BaseException as exc:        # Ctrl-C in a wait: kept for the caller to re-raise
-            emu_driver.keep_interrupt(exc, fn.__name__)
-            return STATUS["CUBLAS_STATUS_INTERNAL_ERROR"]
-    FUNCTIONS[fn.__name__] = entry
-    return entry
+def _failure(name: str, exc: BaseException) -> int:
+    """The cublasStatus_t a cuBLAS function returns for what it raised."""
+    if isinstance(exc, BlasError):
+        return exc.status
+    if isinstance(exc, NullOutput):
+        return STATUS["CUBLAS_STATUS_INVALID_VALUE"]
+    if isinstance(exc, EmuError):          # no context, or a broken one
+        return STATUS["CUBLAS_STATUS_NOT_INITIALIZED" if exc.name == "CUDA_ERROR_INVALID_CONTEXT"
+                      else "CUBLAS_STATUS_EXECUTION_FAILED"]
+    if isinstance(exc, Exception):
+        print(f"internal error in emulated {name}:\n{traceback.format_exc()}", file=sys.stderr)
+        return STATUS["CUBLAS_STATUS_INTERNAL_ERROR"]
+    record_interrupt(exc, name)             # Ctrl-C in a wait: kept for the caller to re-raise
+    return STATUS["CUBLAS_STATUS_INTERNAL_ERROR"]
+
+
+# cuBLAS's C functions by name; `@api` registers one (it may return a status of its own).
+FUNCTIONS = CFunctions(STATUS["CUBLAS_STATUS_SUCCESS"], _failure)
+api = FUNCTIONS
 
 
 def functions() -> dict:
@@ -77,7 +75,7 @@ def _handle(h: int) -> HandleState:
     state = _handles.get(h)
     if state is None:
         raise BlasError("CUBLAS_STATUS_NOT_INITIALIZED", f"unknown handle {h:#x}")
-    if not any(c is state.context for c in list(emu_driver._contexts.values())):
+    if not any(c is state.context for c in live_contexts()):
         # its context was destroyed or reset: the handle died with it
         _handles.pop(h, None)
         raise BlasError("CUBLAS_STATUS_NOT_INITIALIZED",
@@ -85,25 +83,19 @@ def _handle(h: int) -> HandleState:
     return state
 
 
-def _out(ctype, address, value):
-    if not address:
-        raise BlasError("CUBLAS_STATUS_INVALID_VALUE", "NULL output pointer")
-    ctype.from_address(address).value = value
-
-
 # ---- handles -------------------------------------------------------------------------
 @api
 def cublasCreate_v2(handle_out):
-    ctx = emu_driver._ctx()
+    ctx = current()
     with _handles_lock:
         # forget handles whose context is gone (they hold its memory arena alive)
-        live = list(emu_driver._contexts.values())
+        live = live_contexts()
         for old in [k for k, st in _handles.items() if not any(c is st.context for c in live)]:
             del _handles[old]
         _next_handle[0] += 0x100
         handle = _next_handle[0]
         _handles[handle] = HandleState(ctx)
-    _out(ctypes.c_void_p, handle_out, handle)
+    write_out(ctypes.c_void_p, handle_out, handle)
 
 
 @api
@@ -114,7 +106,7 @@ def cublasDestroy_v2(h):
 
 @api
 def cublasGetVersion_v2(h, version_out):
-    _out(ctypes.c_int, version_out, VERSION)
+    write_out(ctypes.c_int, version_out, VERSION)
 
 
 @api
@@ -126,7 +118,7 @@ def cublasSetStream_v2(h, stream):
 
 @api
 def cublasGetStream_v2(h, stream_out):
-    _out(ctypes.c_void_p, stream_out, _handle(h).stream or None)
+    write_out(ctypes.c_void_p, stream_out, _handle(h).stream or None)
 
 
 @api
@@ -138,7 +130,7 @@ def cublasSetMathMode(h, mode):
 
 @api
 def cublasGetMathMode(h, mode_out):
-    _out(ctypes.c_int, mode_out, _handle(h).math_mode)
+    write_out(ctypes.c_int, mode_out, _handle(h).math_mode)
 
 
 @api
@@ -266,7 +258,7 @@ def _gemm(h, ta_op, tb_op, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, b
     state = _handle(h)
     ta, tb = _transposed(ta_op, "transa"), _transposed(tb_op, "transb")
     _check_gemm(ta, tb, m, n, k, lda, ldb, ldc, batch)
-    ctx = emu_driver._ctx()
+    ctx = current()
     stream = ctx.stream(state.stream)
     if m == 0 or n == 0 or batch == 0:
         return
@@ -402,7 +394,7 @@ def cublasSaxpy_v2(h, n, alpha, x, incx, y, incy):
     if n <= 0:
         return
     X, Y = _vector(x, n, incx), _vector(y, n, incy)
-    ctx = emu_driver._ctx()
+    ctx = current()
     memory = ctx.memory
 
     def run():
@@ -416,7 +408,7 @@ def cublasSdot_v2(h, n, x, incx, y, incy, result):
     state = _handle(h)
     if not result:
         raise BlasError("CUBLAS_STATUS_INVALID_VALUE", "NULL result")
-    ctx = emu_driver._ctx()
+    ctx = current()
     if n <= 0:
         ctypes.c_float.from_address(result).value = 0.0
         return
@@ -429,7 +421,7 @@ def cublasSdot_v2(h, n, x, incx, y, incy, result):
                                        Y.view(memory).ravel().astype(np.float64)))
     # Host pointer mode: the call returns only once the result is in host memory.
     ctx.submit(ctx.stream(state.stream), run, "cuBLAS Sdot").done.wait()
-    emu_driver._ctx()
+    current()
     ctypes.c_float.from_address(result).value = float(box["dot"])
 
 
@@ -445,7 +437,7 @@ def cublasSgemv_v2(h, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
     A = Matrix(a, m, n, lda, np.float32)
     X = _vector(x, m if t else n, incx)
     Y = _vector(y, n if t else m, incy)
-    ctx = emu_driver._ctx()
+    ctx = current()
     memory = ctx.memory
 
     def run():
