@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import isa  # noqa: F401  (every instruction family registers itself: isa/__init__.py)
-from ..isa import numerics
+from ..isa import divsqrt, numerics
 from ..isa.addressing import kernel_layout
 from ..isa.calls import inline_calls
 from ..isa.memops import after_barrier, ends_block
@@ -288,7 +288,7 @@ def _runtime_namespace() -> dict:
         "_flush": n.flush_f32, "_satf": n.saturate_f, "_fmin": n.fmin_ptx, "_fmax": n.fmax_ptx,
         "_f32_dir": n.f32_op_directed, "_f64_dir": n.f64_op_directed,
         "_fma_f32": n.fma_f32, "_fma_f64": n.fma_f64,
-        "_div_dir": n.div_directed, "_sqrt_dir": n.sqrt_directed, "_flush64": n.flush_f64,
+        "_div_dir": divsqrt.div_directed, "_sqrt_dir": divsqrt.sqrt_directed, "_flush64": n.flush_f64,
         "_round_f64_to_f32": n.round_f64_to_f32, "_int_to_float": n.int_to_float,
         "_float_to_int": n.float_to_int, "_round_integral": n.round_float_to_integral,
         "_consts": {},

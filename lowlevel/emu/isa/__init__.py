@@ -7,18 +7,22 @@
     convert.py     mov cvt, trap, membar/fence
     half.py        the f16/bf16 (and pair) forms of arithmetic, setp and cvt
     bits.py        popc clz brev bfind fns bfe bfi prmt lop3 shf mul24 sad dp4a/dp2a slct
-                   copysign testp, and the carry chain (add.cc addc ...)
-    warp.py        shfl vote match redux activemask nanosleep, and the special registers
-                   computed on the fly (%clock, %lanemask_*, %smid ...)
+                   copysign testp
+    warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync's member rule
     memops.py      ld st atom red cvta isspacep bar/barrier, mov of a variable's address
     barred.py      bar.red (popc/and/or)
     asyncopy.py    cp.async
-    calls.py       `call` of a .func (inlined at load) and device printf (vprintf)
+    calls.py       `call` of a .func (inlined at load), the .param words of a call
     devassert.py   __assertfail (device assert)
     addressing.py  the generic address windows and a kernel's shared/local layout
-    numerics.py    the arithmetic of PTX in numpy: rounding, division, fma, conversions
+    carry.py       the carry chain: add.cc addc sub.cc subc mad.cc madc
+    specials.py    special registers computed on the fly (%clock, %lanemask_*, %smid ...)
+    printf.py      device printf (vprintf): the format read and formatted per thread
+    numerics.py    the arithmetic of PTX in numpy: rounding, integer division, fma, conversions
+    divsqrt.py     directed rounding of division and square root
 
 The decoder (engine/decode.py) imports this package once, so every family has registered
 before it reads the registry; no family imports the decoder.
 """
-from . import arith, asyncopy, barred, bits, calls, compare, convert, devassert, half, memops, warp  # noqa: F401
+from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, memops,  # noqa: F401
+               printf, specials, warp)

@@ -1,7 +1,7 @@
-"""Integer bit manipulation and multi-word arithmetic for the code generator.
+"""Integer bit manipulation for the code generator.
 
 popc clz brev bfind fns bfe bfi prmt lop3 shf, mul24/mad24, sad, dp4a/dp2a, slct,
-copysign, testp, and the carry chains (add.cc addc sub.cc subc mad.cc madc).
+copysign, testp (the carry chain is carry.py's).
 
 Every runtime helper here works elementwise on numpy arrays or numpy scalars (a uniform
 register stays a scalar) and follows the PTX ISA's pseudo-code for the instruction,
@@ -19,8 +19,8 @@ import numpy as np
 from .operands import BIT_TYPES, FLOAT_TYPES, INT_TYPES, Mods, operands, unsupported
 from . import numerics
 from ..ptx.errors import PtxError
-from ..ptx.ir import TYPES, Imm, PredPair, Reg
-from .registry import CARRY, provide, register
+from ..ptx.ir import TYPES, Imm, PredPair
+from .registry import provide, register
 
 U8, U32, U64, I64 = np.uint8, np.uint32, np.uint64, np.int64
 
@@ -228,44 +228,13 @@ def dp2a(a, b, c, a_signed, b_signed, hi):
     return ((s + c.astype(I64)) & 0xFFFFFFFF).astype(U32)
 
 
-def add_carry(a, b, cin):
-    """a + b + cin (unsigned, wrapping) and the carry out."""
-    s = a + b
-    c1 = s < a
-    if cin is None:
-        return s, c1
-    s2 = s + cin.astype(s.dtype) if isinstance(cin, np.ndarray) else s + s.dtype.type(bool(cin))
-    return s2, c1 | (s2 < s)
-
-
-def sub_borrow(a, b, bin_):
-    """a - (b + bin) (unsigned, wrapping) and the borrow out."""
-    if bin_ is None:
-        return a - b, a < b
-    t = bin_.astype(a.dtype) if isinstance(bin_, np.ndarray) else a.dtype.type(bool(bin_))
-    return a - b - t, (a < b) | ((a == b) & bin_)
-
-
 provide(**{
     "_popc": popc, "_clz": clz, "_brev": brev, "_bfind": bfind, "_fns": fns, "_bfe": bfe,
     "_bfi": bfi, "_prmt": prmt, "_shf": shf, "_mul24": mul24, "_sad": sad, "_dp4a": dp4a,
-    "_dp2a": dp2a, "_add_carry": add_carry, "_sub_borrow": sub_borrow,
+    "_dp2a": dp2a,
 })
 
 # --- emitters --------------------------------------------------------------------------
-
-_CC = "%__cc"
-
-
-def _cc(g) -> Reg:
-    """The hidden carry-flag predicate register of this kernel (created on first use)."""
-    k = g.ck.kernel
-    if _CC not in g.ck.slots:
-        k.registers[_CC] = "pred"
-        g.ck.slots[_CC] = len(g.ck.slot_dtypes)
-        g.ck.slot_dtypes.append(np.bool_)
-    return Reg(_CC)
-
 
 def _ut(t):
     return f"u{TYPES[t][0] * 8}"
@@ -489,48 +458,9 @@ def emit_testp(g, ins):
     g.write(ins, d, _TESTP[op].format(x=x, tiny=tiny), "pred", guard)
 
 
-# --- carry chains ------------------------------------------------------------------------
-
-def emit_carry(g, ins):
-    """add.cc addc sub.cc subc mad.cc madc (the CARRY form of add/sub/mad)."""
-    op = ins.opcode
-    m = Mods(ins)
-    cc_out = bool(m.take("cc"))
-    mode = m.take("lo", "hi") if op in ("mad", "madc") else None
-    t = m.one_type({"u32", "s32", "u64", "s64"})
-    m.done()
-    if op in ("mad", "madc") and mode is None:
-        raise PtxError(ins.line, f"{op} needs .lo or .hi: {ins.text}")
-    ops = operands(ins, 4 if op in ("mad", "madc") else 3)
-    guard = g.guard(ins)
-    ut = _ut(t)
-    cc = _cc(g)
-    cin = g.read(ins, cc, "pred") if op in ("addc", "subc", "madc") else "None"
-    x, y = g.read(ins, ops[1], ut), g.read(ins, ops[2], ut)
-    if op in ("mad", "madc"):
-        if mode == "lo":
-            prod = f"({x} * {y})"
-        elif t == "u64" or t == "s64":
-            prod = f"_mulhi_s64({g.read(ins, ops[1], t)}, {g.read(ins, ops[2], t)}).view(_U64)" \
-                if t == "s64" else f"_mulhi_u64({x}, {y})"
-        else:
-            wide = "_I64" if t == "s32" else "_U64"
-            prod = (f"(({g.read(ins, ops[1], t)}.astype({wide}) * {g.read(ins, ops[2], t)}"
-                    f".astype({wide})) >> {wide}(32)).astype(_U32)")
-        x, y = prod, g.read(ins, ops[3], ut)
-    fn = "_sub_borrow" if op in ("sub", "subc") else "_add_carry"
-    r = g.fresh()
-    g.emit(f"{r} = {fn}({x}, {y}, {cin})")
-    g.write(ins, ops[0], f"{r}[0]", ut, guard)
-    if cc_out:
-        g.write(ins, cc, f"{r}[1]", "pred", guard)
-
-
 register(emit_popc_clz_brev, "popc", "clz", "brev")
 for _opcode, _emitter in {"bfind": emit_bfind, "fns": emit_fns, "bfe": emit_bfe, "bfi": emit_bfi,
                           "prmt": emit_prmt, "lop3": emit_lop3, "shf": emit_shf, "mul24": emit_mul24,
                           "mad24": emit_mul24, "sad": emit_sad, "dp4a": emit_dp, "dp2a": emit_dp,
                           "slct": emit_slct, "copysign": emit_copysign, "testp": emit_testp}.items():
     register(_emitter, _opcode)
-register(emit_carry, "add", "sub", "mad", forms=(CARRY,))
-register(emit_carry, "addc", "subc", "madc")

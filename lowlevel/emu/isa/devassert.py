@@ -13,7 +13,7 @@ runtime prints it,
 
 on stderr, and as the message of KernelFault("CUDA_ERROR_ASSERT"), which the driver
 makes the context's sticky error. The strings are read through generic addresses, as
-printf reads its format (calls.py).
+printf reads its format (printf.py).
 """
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ import sys
 
 import numpy as np
 
-from .calls import param_reg, strings
 from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Reg
+from .calls import param_reg
+from .printf import strings
 from .registry import provide, register
 
 _ARGS = ("message", "file", "line", "function", "charSize")

@@ -25,30 +25,21 @@ not active, predicated off, or not in the reading lane's member mask reads an un
 value on hardware (PTX ISA); here it reads the reading lane's own value: deterministic,
 never a crash, and never the source's value that a buggy kernel could come to rely on.
 
-Special registers: %lanemask_* (from %laneid), %clock/%clock64 (a nanosecond timer times
-the emulated 1.98 GHz clock; strictly increasing), %globaltimer (ns), %smid (CTA index
-modulo the emulated 132 SMs), %nsmid, %nwarpid, %gridid (one number per launch),
-%dynamic_smem_size, %total_smem_size.
+Special registers computed on the fly (%clock, %lanemask_*, %smid ...): specials.py.
 """
 from __future__ import annotations
 
-import itertools
-import threading
-import time
 
 import numpy as np
 
 from .operands import Mods, operands, unsupported
 from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
-from ..ptx.ir import TYPES, PredPair, Reg
-from .registry import provide, register, special_register
+from ..ptx.ir import PredPair
+from .registry import provide, register
 
 WARP = 32
 U32, U64, I64 = np.uint32, np.uint64, np.int64
-CLOCK_GHZ = 1.98
-N_SM = 132
-N_WARPID = 64
 
 _LANE32 = np.arange(WARP, dtype=I64)
 _FULL_MASK = 0xFFFFFFFF
@@ -56,7 +47,7 @@ _FULL_MASK = 0xFFFFFFFF
 
 # --- lane bookkeeping --------------------------------------------------------------------
 
-def _current_lanes(C):
+def current_lanes(C):
     """Batch lane number of each current lane."""
     if C.lanes is None:
         return np.arange(C.n, dtype=I64)
@@ -136,7 +127,7 @@ def check_members(C, what, mask, guard, iid):
     if uniform and guard is None and C.lanes is None and int(mask) & _FULL_MASK == _FULL_MASK:
         return                  # converged, every live lane here, the full mask: nothing to check
     part = _participating(C, guard)
-    lanes = _current_lanes(C)[part]                     # batch lanes that execute it
+    lanes = current_lanes(C)[part]                     # batch lanes that execute it
     if lanes.size == 0:
         return
     warps, slot = np.unique(lanes // WARP, return_inverse=True)
@@ -223,7 +214,7 @@ def shfl(C, mode, a, b, c, mask, guard, iid):
     if C.lanes is None and uniform_bc:
         lane = _LANE32                       # every warp looks the same: compute once
     else:
-        lane = _current_lanes(C) % WARP
+        lane = current_lanes(C) % WARP
     bval = (np.asarray(b).astype(I64) & 31)
     cval = (np.asarray(c).astype(I64) & 31)
     segmask = (np.asarray(c).astype(I64) >> 8) & 31
@@ -256,7 +247,7 @@ def shfl(C, mode, a, b, c, mask, guard, iid):
     elif not isinstance(a, np.ndarray):
         return a, np.broadcast_to(pval, (n,)).copy()
     j = np.broadcast_to(j, (n,))
-    src = _current_lanes(C) - lane + j                  # batch lane of each source
+    src = current_lanes(C) - lane + j                  # batch lane of each source
     on = _to_batch(C, _participating(C, guard), False, bool)
     defined = on[src] & _in_mask(mask, j)
     if C.lanes is None:
@@ -350,57 +341,7 @@ def redux(C, op, a, mask, guard, iid):
     return _per_lane(C, _reduce(op, V[:, None, :], sel, axis=2))
 
 
-_clock_lock = threading.Lock()
-_last_clock = [0]
-
-
-def clock64():
-    now = int(time.perf_counter_ns() * CLOCK_GHZ)
-    with _clock_lock:
-        now = max(now, _last_clock[0] + 1)
-        _last_clock[0] = now
-    return U64(now & 0xFFFFFFFFFFFFFFFF)
-
-
-def clock32():
-    return U32(int(clock64()) & 0xFFFFFFFF)
-
-
-def globaltimer():
-    return U64(time.time_ns())
-
-
-_gridids = itertools.count(1)
-
-
-def gridid(C):
-    v = C.__dict__.get("_emu_gridid")
-    if v is None:
-        v = C.__dict__["_emu_gridid"] = U64(next(_gridids))
-    return v
-
-
-def smid(C):
-    cta = C.first_cta + _current_lanes(C) // C.padded
-    if C.lanes is None and C.n == C.padded:
-        return U32(C.first_cta % N_SM)
-    return (cta % N_SM).astype(U32)
-
-
-def dynamic_smem(C):
-    return U32(C.dynamic_shared)            # the launch's dynamic shared bytes (spaces.py)
-
-
-def total_smem(C):
-    k = C.ck.kernel
-    return U32(int(dynamic_smem(C)) + int(getattr(k, "shared_bytes", 0) or 0))
-
-
-provide(**{
-    "_shfl": shfl, "_vote": vote, "_match": match, "_redux": redux, "_clock64": clock64, "_clock32": clock32,
-    "_globaltimer": globaltimer, "_gridid": gridid, "_smid": smid,
-    "_dynamic_smem": dynamic_smem, "_total_smem": total_smem, "_warp_sync": warp_sync,
-})
+provide(_shfl=shfl, _vote=vote, _match=match, _redux=redux, _warp_sync=warp_sync)
 
 # --- emitters ------------------------------------------------------------------------------
 
@@ -519,58 +460,3 @@ def emit_nanosleep(g, ins):
 for _opcode, _emitter in {"shfl": emit_shfl, "vote": emit_vote, "activemask": emit_activemask,
                           "match": emit_match, "redux": emit_redux, "nanosleep": emit_nanosleep}.items():
     register(_emitter, _opcode)
-
-
-# --- special registers computed on the fly ---------------------------------------------------
-
-def _adapt(expr: str, bits: int, ptype: str) -> str:
-    size, kind = TYPES[ptype]
-    if kind in ("pred", "f"):
-        raise ValueError(ptype)
-    if size * 8 != bits:
-        expr = f"({expr}).astype(_U{size * 8})"
-    if kind == "s":
-        expr = f"({expr}).view(_I{size * 8})"
-    return expr
-
-
-def _reader(bits, make):
-    def read(g, ins, ptype):
-        try:
-            return _adapt(make(g, ins), bits, ptype)
-        except ValueError:
-            raise PtxError(ins.line, f"special register read as .{ptype}: {ins.text}") from None
-    return read
-
-
-def _lanemask(kind):
-    def make(g, ins):
-        lane = g.read(ins, Reg("%laneid"), "u32")
-        one = "_U64(1)"
-        lane64 = f"{lane}.astype(_U64)"
-        lt = f"(({one} << {lane64}) - {one})"
-        le = f"(({one} << ({lane64} + {one})) - {one})"
-        full = "_U64(0xFFFFFFFF)"
-        expr = {"eq": f"({one} << {lane64})", "lt": lt, "le": le,
-                "gt": f"({full} & ~{le})", "ge": f"({full} & ~{lt})"}[kind]
-        return f"({expr}).astype(_U32)"
-    return make
-
-
-for _k in ("eq", "lt", "le", "gt", "ge"):
-    special_register(f"%lanemask_{_k}", _reader(32, _lanemask(_k)))
-
-for _name, _read in {
-    "%clock": _reader(32, lambda g, ins: "_clock32()"),
-    "%clock64": _reader(64, lambda g, ins: "_clock64()"),
-    "%globaltimer": _reader(64, lambda g, ins: "_globaltimer()"),
-    "%globaltimer_lo": _reader(32, lambda g, ins: "(_globaltimer() & _U64(0xFFFFFFFF)).astype(_U32)"),
-    "%globaltimer_hi": _reader(32, lambda g, ins: "(_globaltimer() >> _U64(32)).astype(_U32)"),
-    "%smid": _reader(32, lambda g, ins: "_smid(C)"),
-    "%nsmid": _reader(32, lambda g, ins: g.const(U32(N_SM))),
-    "%nwarpid": _reader(32, lambda g, ins: g.const(U32(N_WARPID))),
-    "%gridid": _reader(64, lambda g, ins: "_gridid(C)"),
-    "%dynamic_smem_size": _reader(32, lambda g, ins: "_dynamic_smem(C)"),
-    "%total_smem_size": _reader(32, lambda g, ins: "_total_smem(C)"),
-}.items():
-    special_register(_name, _read)
