@@ -1,10 +1,12 @@
 """cuLaunchKernel: the parameter buffer, the launch configuration checked against the
 device's limits, and the launch queued on its stream."""
 import ctypes
-import sys
 
 from ...capi.constants import DEVICE_ATTRIBUTE as A
 from ..engine.scheduler import run_kernel
+from ..tools import enabled
+from ..tools.counters import LaunchCounters
+from ..tools.printf import PrintfOutput
 from . import device
 from .context import api, current
 from .errors import EmuError
@@ -90,12 +92,8 @@ def cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream_handle, kernel
     module, memory, name = f.module.ptx, ctx.memory, f.kernel.name
 
     def run():
-        stats = run_kernel(module, name, grid=grid, block=block, params=params, memory=memory, shared_bytes=shared)
-        ctx.last_launch_stats = (name, stats)
-        ctx.count_instructions(stats.thread_instructions)
-        if stats.printed:                   # device printf: on stdout when the kernel completes
-            sys.stdout.write(stats.printed)
-            sys.stdout.flush()
+        run_kernel(module, name, grid=grid, block=block, params=params, memory=memory, shared_bytes=shared,
+                   tools=[*enabled(), LaunchCounters(ctx, name), PrintfOutput()])
     ctx.submit(stream, run, f"kernel {name}")
 
 

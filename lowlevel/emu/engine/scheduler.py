@@ -26,7 +26,7 @@ Control flow (see codegen.py for what a block is):
   (barred.py: at once on the converged path, at release on the divergent one).
 - Watchdog: LOWLEVEL_EMU_WATCHDOG_S (default 60 s of wall time per launch, 0 = off) turns
   a kernel that never finishes into CUDA_ERROR_LAUNCH_TIMEOUT; checked every 256 steps.
-- Shared, local and generic memory and atomics: spaces.py; racecheck: racecheck.py.
+- Shared, local and generic memory and atomics: spaces.py; racecheck: tools/racecheck.py.
 """
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ from .decode import CompiledKernel
 from .faults import KernelFault
 from .memory import AccessFault, DeviceMemory
 from ..ptx.ir import PtxModule
+from ..tools import enabled
 from .spaces import SpacesMixin, allocate_globals
 
 BATCH_BYTES = 256 << 20          # register-file budget for one batch
@@ -57,7 +58,7 @@ class LaunchStats:
     ctas: int = 0
     threads: int = 0
     races: list = field(default_factory=list)   # racecheck reports (LOWLEVEL_EMU_RACECHECK=1)
-    printed: str = ""                # printf output, in thread order (calls.py)
+    printed: str = ""                # printf output, in thread order (isa/printf.py)
 
 
 def _dims(v, what) -> tuple[int, int, int]:
@@ -70,11 +71,12 @@ def _dims(v, what) -> tuple[int, int, int]:
 
 
 def run_kernel(mod: PtxModule, name: str, grid, block, params: bytes,
-               memory: DeviceMemory, shared_bytes: int = 0) -> LaunchStats:
+               memory: DeviceMemory, shared_bytes: int = 0, tools=None) -> LaunchStats:
     """Execute kernel `name` of `mod` over the whole grid; raises KernelFault on a bad
     access or trap. `params` is the raw parameter buffer laid out per the kernel's
     param offsets. The launch configuration is the driver's to check against the device
-    limits (cuLaunchKernel does, before queueing the launch)."""
+    limits (cuLaunchKernel does, before queueing the launch). `tools` observe the launch
+    (tools/base.py); None: those the environment turns on (tools.enabled())."""
     k = mod.kernels.get(name)
     if k is None:
         raise KeyError(f"no kernel {name!r} in module (has: {', '.join(mod.kernels)})")
@@ -89,9 +91,14 @@ def run_kernel(mod: PtxModule, name: str, grid, block, params: bytes,
     if mod.globals and getattr(mod, "symbols", None) is None:
         allocate_globals(mod, memory)           # engine used without the driver
 
-    launch = _Launch(ck, grid, block, params, memory, int(shared_bytes))
+    tools = list(enabled() if tools is None else tools)
+    launch = _Launch(ck, grid, block, params, memory, int(shared_bytes), tools)
+    for tool in tools:
+        tool.initialize(launch)
     with np.errstate(all="ignore"):
         launch.run()
+    for tool in tools:
+        tool.finish(launch.stats)
     return launch.stats
 
 
@@ -107,8 +114,11 @@ class _Launch(SpacesMixin):
     generated blocks call for parameters, memory accesses and traps."""
 
     def __init__(self, ck: CompiledKernel, grid, block, params: bytes, memory: DeviceMemory,
-                 shared_bytes: int = 0):
+                 shared_bytes: int = 0, tools=()):
         self.ck = ck
+        # the tools that want events (the rest only see initialize/finish): while there are
+        # none, the engine checks one empty tuple and reports nothing
+        self.observers = tuple(t for t in tools if t.events)
         self.name = ck.kernel.name
         self.grid, self.block = grid, block
         self.params = params
@@ -131,9 +141,12 @@ class _Launch(SpacesMixin):
         limit = _watchdog_limit()
         self.watchdog_s = limit
         self.deadline = time.monotonic() + limit if limit > 0 else None
-        if os.environ.get("LOWLEVEL_EMU_RACECHECK", "") not in ("", "0"):
-            from ..tools.racecheck import RaceCheck
-            self.race = RaceCheck(self)
+
+    def notify(self, kind: str, *args) -> None:
+        """Report an event to the tools that want it (tools/base.py)."""
+        for tool in self.observers:
+            if kind in tool.events:
+                tool.event(kind, *args)
 
     # -- batches ----------------------------------------------------------------------
     def run(self) -> None:
@@ -217,7 +230,7 @@ class _Launch(SpacesMixin):
         self.lanes = None
         self.n = n_lanes
         self.active = live
-        race = self.race
+        observers = self.observers
         while pc != exit_pc:
             blk = blocks[pc]
             res = blk.fn(R, self)
@@ -225,8 +238,8 @@ class _Launch(SpacesMixin):
             stats.block_steps += 1
             if not stats.block_steps & 255:
                 self._watchdog(pc)
-            if race is not None and blk.barrier is not None:
-                race.barrier()
+            if observers and blk.barrier is not None:
+                self.notify("barrier", None)
             if type(res) is int:
                 pc = res
                 continue
@@ -350,8 +363,8 @@ class _Launch(SpacesMixin):
         pcs[waiting[release]] = bblk[release] + 1
         if self.ck.reductions:          # bar.red: each CTA's reduction to its lanes (barred.py)
             barred.release(self, waiting[release], bblk[release], key[release])
-        if self.race is not None:
-            self.race.barrier(np.unique(cta[release]))
+        if self.observers:
+            self.notify("barrier", np.unique(cta[release]))
 
     def _watchdog(self, pc) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -378,7 +391,7 @@ class _Launch(SpacesMixin):
             v = self._param_cache[key] = np.frombuffer(raw, dtype, 1)[0]
         return v
 
-    def _active_with(self, guard):
+    def active_with(self, guard):
         active = self.active
         if guard is None:
             return active, True
@@ -387,7 +400,7 @@ class _Launch(SpacesMixin):
         return (guard if active is None else guard & active), True
 
     def load(self, addr, size: int, vec: int, iid: int, guard):
-        active, any_active = self._active_with(guard)
+        active, any_active = self.active_with(guard)
         dtype = _UINT[size]
         shape = (self.n,) if vec == 1 else (self.n, vec)
         if not any_active:
@@ -414,7 +427,7 @@ class _Launch(SpacesMixin):
         return out
 
     def store(self, addr, size: int, vec: int, value, iid: int, guard) -> None:
-        active, any_active = self._active_with(guard)
+        active, any_active = self.active_with(guard)
         if not any_active:
             return
         dtype = _UINT[size]
@@ -434,7 +447,7 @@ class _Launch(SpacesMixin):
         view[idx[:, None] + np.arange(vec)] = v if active is None else v[active]
 
     def trap(self, iid: int, guard) -> None:
-        active, any_active = self._active_with(guard)
+        active, any_active = self.active_with(guard)
         if not any_active:
             return
         if active is not None:

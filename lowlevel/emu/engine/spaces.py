@@ -94,7 +94,6 @@ class SpacesMixin:
         self.uses_shared = self.ck.uses_shared or bool(self.smem_window)
         self.uses_local = self.ck.uses_local or bool(self.local_window)
         self.smem = self.lmem = None
-        self.race = None
 
     def spaces_bytes_per_lane(self) -> int:
         per = 0
@@ -116,11 +115,11 @@ class SpacesMixin:
         if self.uses_local:
             self.lmem = np.full(n_lanes * self.local_stride, POISON, np.uint8)
             self.lane_base = np.arange(n_lanes, dtype=np.int64) * self.local_stride
-        if self.race is not None:
-            self.race.new_batch(self.smem, self.smem_stride)
+        if self.observers:
+            self.notify("batch", self.smem, self.smem_stride)
 
     # -- helpers ----------------------------------------------------------------------
-    def _fault(self, code, what, nbytes, space, kind, address, i, active, sub, iid, note=""):
+    def fault(self, code, what, nbytes, space, kind, address, i, active, sub, iid, note=""):
         j = i
         if sub is not None:
             j = int(np.flatnonzero(sub)[j])
@@ -131,7 +130,7 @@ class SpacesMixin:
             code, f"{self.name}: {what} {nbytes}-byte {space} {kind} at {address:#x}{note} "
                   f"by {self._who(j)}, PTX line {ins.line}: {ins.text}")
 
-    def _window_index(self, space, a, nbytes, size, iid, kind, active, sub, generic=0):
+    def window_index(self, space, a, nbytes, size, iid, kind, active, sub, generic=0):
         """Element indices (of a `size`-byte view) of window offsets `a` (uint64 array of
         the accessing lanes); faults on misalignment or a window overrun. `generic`: the
         window base when the instruction used generic addresses (for the message)."""
@@ -149,7 +148,7 @@ class SpacesMixin:
             if bad.any():
                 i = int(np.argmax(bad))
                 where = f" ({space} offset {int(a[i]):#x})" if generic else ""
-                self._fault("CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned", nbytes, shown, kind,
+                self.fault("CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned", nbytes, shown, kind,
                             int(a[i]) + generic, i, active, sub, iid, where)
         if limit < nbytes or base_full is None:
             bad = np.ones(a.shape, bool)
@@ -158,7 +157,7 @@ class SpacesMixin:
         if bad.any():
             i = int(np.argmax(bad))
             where = f"{space} offset {int(a[i]):#x}; " if generic else ""
-            self._fault("CUDA_ERROR_ILLEGAL_ADDRESS", "out-of-bounds", nbytes, shown, kind,
+            self.fault("CUDA_ERROR_ILLEGAL_ADDRESS", "out-of-bounds", nbytes, shown, kind,
                         int(a[i]) + generic, i, active, sub, iid, f" ({where}{note})")
         base = base_full if self.lanes is None else base_full[self.lanes]
         if active is not None:
@@ -167,7 +166,7 @@ class SpacesMixin:
             base = base[sub]
         return (base + a.astype(np.int64)) // size
 
-    def _batch_lanes(self, active, sub):
+    def batch_lanes(self, active, sub):
         """Batch lane numbers of the accessing lanes (for racecheck)."""
         lanes = np.arange(self.n) if self.lanes is None else self.lanes
         if active is not None:
@@ -176,13 +175,13 @@ class SpacesMixin:
             lanes = lanes[sub]
         return lanes
 
-    def _global_index(self, a, nbytes, size, iid, kind, active, sub, space):
+    def global_index(self, a, nbytes, size, iid, kind, active, sub, space):
         try:
             off = self.memory.offsets(a, nbytes)
         except AccessFault as f:
             what = "misaligned" if f.code_name == "CUDA_ERROR_MISALIGNED_ADDRESS" \
                 else "out-of-bounds"
-            self._fault(f.code_name, what, nbytes, space, kind, f.address, f.index,
+            self.fault(f.code_name, what, nbytes, space, kind, f.address, f.index,
                         active, sub, iid)
         return off // size
 
@@ -198,12 +197,12 @@ class SpacesMixin:
         """[(sub mask or None, view array, element indices, space name)] for the accessing
         lanes' addresses `a`."""
         if space == "shared":
-            self._require("shared")
-            return [(None, self.smem, self._window_index("shared", a, nbytes, size, iid, kind,
+            self.require_space("shared")
+            return [(None, self.smem, self.window_index("shared", a, nbytes, size, iid, kind,
                                                          active, None), "shared")]
         if space == "local":
-            self._require("local")
-            return [(None, self.lmem, self._window_index("local", a, nbytes, size, iid, kind,
+            self.require_space("local")
+            return [(None, self.lmem, self.window_index("local", a, nbytes, size, iid, kind,
                                                          active, None), "local")]
         if space == "generic":
             split = self._split_generic(a)
@@ -213,23 +212,23 @@ class SpacesMixin:
                 gl = ~(sh | lo)
                 if gl.any():
                     parts.append((gl, self.memory.u8,
-                                  self._global_index(a[gl], nbytes, size, iid, kind, active, gl,
+                                  self.global_index(a[gl], nbytes, size, iid, kind, active, gl,
                                                      "generic"), "global"))
                 if sh.any():
-                    self._require("shared")
-                    parts.append((sh, self.smem, self._window_index(
+                    self.require_space("shared")
+                    parts.append((sh, self.smem, self.window_index(
                         "shared", a[sh] - _U64(SHARED_WINDOW), nbytes, size, iid, kind,
                         active, sh, SHARED_WINDOW), "shared"))
                 if lo.any():
-                    self._require("local")
-                    parts.append((lo, self.lmem, self._window_index(
+                    self.require_space("local")
+                    parts.append((lo, self.lmem, self.window_index(
                         "local", a[lo] - _U64(LOCAL_WINDOW), nbytes, size, iid, kind,
                         active, lo, LOCAL_WINDOW), "local"))
                 return parts
         return [(None, self.memory.u8,
-                 self._global_index(a, nbytes, size, iid, kind, active, None, space), "global")]
+                 self.global_index(a, nbytes, size, iid, kind, active, None, space), "global")]
 
-    def _require(self, space):
+    def require_space(self, space):
         if space == "shared" and self.smem is None:
             self.smem = np.zeros(0, np.uint8)
         if space == "local" and self.lmem is None:
@@ -237,7 +236,7 @@ class SpacesMixin:
 
     # -- loads and stores (space: "shared", "local", "generic", or "global"/"const") -----
     def load_space(self, space, addr, size: int, vec: int, iid: int, guard):
-        active, any_active = self._active_with(guard)
+        active, any_active = self.active_with(guard)
         dtype = UINT[size]
         shape = (self.n,) if vec == 1 else (self.n, vec)
         if not any_active:
@@ -251,15 +250,15 @@ class SpacesMixin:
             sub, arr, idx, sp = parts[0]
             if vec > 1:
                 idx = idx[:, None] + np.arange(vec)
-            if self.race is not None and sp == "shared":
-                self.race.access(False, idx, size, self._batch_lanes(active, None), iid)
+            if self.observers and sp == "shared":
+                self.notify("shared_access", False, idx, size, self.batch_lanes(active, None), iid)
             return arr.view(dtype)[idx]
         vals = np.zeros((a.size,) if vec == 1 else (a.size, vec), dtype)
         for sub, arr, idx, sp in parts:
             if vec > 1:
                 idx = idx[:, None] + np.arange(vec)
-            if self.race is not None and sp == "shared":
-                self.race.access(False, idx, size, self._batch_lanes(active, sub), iid)
+            if self.observers and sp == "shared":
+                self.notify("shared_access", False, idx, size, self.batch_lanes(active, sub), iid)
             if sub is None:
                 vals = arr.view(dtype)[idx]
             else:
@@ -271,7 +270,7 @@ class SpacesMixin:
         return out
 
     def store_space(self, space, addr, size: int, vec: int, value, iid: int, guard) -> None:
-        active, any_active = self._active_with(guard)
+        active, any_active = self.active_with(guard)
         if not any_active:
             return
         dtype = UINT[size]
@@ -289,14 +288,14 @@ class SpacesMixin:
         for sub, arr, idx, sp in parts:
             if vec > 1:
                 idx = idx[:, None] + np.arange(vec)
-            if self.race is not None and sp == "shared":
-                self.race.access(True, idx, size, self._batch_lanes(active, sub), iid)
+            if self.observers and sp == "shared":
+                self.notify("shared_access", True, idx, size, self.batch_lanes(active, sub), iid)
             arr.view(dtype)[idx] = v if sub is None else v[sub]
 
     # -- atomics ------------------------------------------------------------------------
     def atom(self, space, addr, op: str, ptype: str, b, c, iid: int, guard, want_old=True):
         """atom/red: returns the old raw bits (uint array over the current lanes)."""
-        active, any_active = self._active_with(guard)
+        active, any_active = self.active_with(guard)
         size, kind = TYPES[ptype]
         udt = UINT[size]
         if not any_active:

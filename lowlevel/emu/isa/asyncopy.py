@@ -107,7 +107,7 @@ def emit_cp(g, ins: Instruction) -> None:
 
 def cp_async(C, dst, src, cp: int, src_size, ignore, iid: int, guard) -> None:
     """The copy of the current lanes that are active (and whose guard holds)."""
-    active, any_active = C._active_with(guard)
+    active, any_active = C.active_with(guard)
     if not any_active:
         return
     n = C.n
@@ -121,7 +121,7 @@ def cp_async(C, dst, src, cp: int, src_size, ignore, iid: int, guard) -> None:
     j = np.arange(cp)
     mem = C.memory
     if src_size is None and ignore is None:
-        off = C._global_index(s, cp, 1, iid, "load", active, None, "global")
+        off = C.global_index(s, cp, 1, iid, "load", active, None, "global")
         data = mem.u8[off[:, None] + j]
     else:
         if ignore is not None:
@@ -137,11 +137,11 @@ def cp_async(C, dst, src, cp: int, src_size, ignore, iid: int, guard) -> None:
             rows = data[reading]
             rows[take] = mem.u8[(base[:, None] + j)[take]]
             data[reading] = rows
-    C._require("shared")
-    idx = C._window_index("shared", d, cp, 1, iid, "store", active, None)
+    C.require_space("shared")
+    idx = C.window_index("shared", d, cp, 1, iid, "store", active, None)
     idx = idx[:, None] + j
-    if C.race is not None:
-        C.race.access(True, idx, 1, C._batch_lanes(active, None), iid)
+    if C.observers:
+        C.notify("shared_access", True, idx, 1, C.batch_lanes(active, None), iid)
     C.smem[idx] = data
 
 
@@ -152,7 +152,7 @@ def _check_source(C, s, k, cp, reading, iid, active) -> None:
     bad = reading & ((s & _U64(cp - 1)) != 0)
     if bad.any():
         i = int(np.argmax(bad))
-        C._fault("CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned", cp, "global", "load",
+        C.fault("CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned", cp, "global", "load",
                  int(s[i]), i, active, None, iid)
     rows = np.flatnonzero(reading)
     for ends in (s[rows], s[rows] + (k[rows] - 1).astype(_U64)):
@@ -160,7 +160,7 @@ def _check_source(C, s, k, cp, reading, iid, active) -> None:
             C.memory.offsets(ends, 1)
         except AccessFault as f:
             i = int(rows[f.index])
-            C._fault(f.code_name, "out-of-bounds", int(k[i]), "global", "load",
+            C.fault(f.code_name, "out-of-bounds", int(k[i]), "global", "load",
                      int(s[i]), i, active, None, iid)
 
 

@@ -82,11 +82,11 @@ def emit_bar_red_get(g, ins: Instruction) -> None:
 
 def _state(C):
     """Per-lane predicate and result arrays of the current batch."""
-    if getattr(C, "_red_lanes", -1) != C.n_lanes:
-        C._red_lanes = C.n_lanes
-        C._red_pred = np.zeros(C.n_lanes, bool)
-        C._red_result = np.zeros(C.n_lanes, _U32)
-    return C._red_pred, C._red_result
+    if getattr(C, "red_lanes", -1) != C.n_lanes:
+        C.red_lanes = C.n_lanes
+        C.red_pred = np.zeros(C.n_lanes, bool)
+        C.red_result = np.zeros(C.n_lanes, _U32)
+    return C.red_pred, C.red_result
 
 
 def arrive(C, op: str, pred) -> None:
@@ -112,9 +112,9 @@ def arrive(C, op: str, pred) -> None:
 def release(C, lanes, blocks, keys) -> None:
     """The engine released `lanes` (batch lanes, parked at barrier blocks `blocks`, grouped
     by `keys` = CTA * 16 + barrier id): deliver the reduction of each group."""
-    table = getattr(C.ck, "_red_table", None)
+    table = getattr(C.ck, "red_table", None)
     if table is None:
-        table = C.ck._red_table = np.array(
+        table = C.ck.red_table = np.array(
             [_OPS[b.reduction][1] if getattr(b, "reduction", None) else 0
              for b in C.ck.blocks], np.int8)
     code = table[blocks]

@@ -18,12 +18,22 @@ import sys
 
 import numpy as np
 
+from .base import Tool
 
-class RaceCheck:
-    def __init__(self, launch):
-        self.launch = launch
+
+class RaceCheck(Tool):
+    events = frozenset({"batch", "barrier", "shared_access"})
+
+    def __init__(self):
+        self.launch = None
         self.reported: set = set()
-        self.smem = None
+
+    def initialize(self, launch) -> None:
+        self.launch = launch
+        self.reported = set()
+
+    def event(self, kind: str, *args) -> None:
+        {"batch": self.new_batch, "barrier": self.barrier, "shared_access": self.access}[kind](*args)
 
     def new_batch(self, smem, stride) -> None:
         n = 0 if smem is None else smem.size
