@@ -28,6 +28,8 @@ import subprocess
 import tempfile
 import threading
 
+from ...capi.versions import max_ptx_isa as isa_of_cuda
+
 ENV = "LOWLEVEL_EMU_ASSEMBLER"
 
 
@@ -144,6 +146,8 @@ def _file_identity(path: str) -> list:
 @functools.cache
 def _find_nvjitlink():
     try:
+        # Imported here: cuda-bindings is optional, and loading it costs time the
+        # emulator's own checks do not need.
         from cuda.bindings import nvjitlink
         from cuda.pathfinder import load_nvidia_dynamic_lib
         version = tuple(nvjitlink.version())
@@ -155,6 +159,7 @@ def _find_nvjitlink():
 @functools.cache
 def _find_ptxas():
     try:
+        # Imported here: cuda-pathfinder is optional (see _find_nvjitlink).
         from cuda.pathfinder import find_nvidia_binary_utility
         path = find_nvidia_binary_utility("ptxas")
     except Exception:
@@ -195,7 +200,6 @@ def description() -> str:
 
 def max_ptx_isa(assembler) -> tuple[int, int] | None:
     """The newest PTX ISA this assembler reads, or None when its version is unknown."""
-    from ...capi.versions import max_ptx_isa as isa_of_cuda
     if isinstance(assembler, NvJitLink):
         major, minor = assembler.version[:2]
     else:

@@ -15,6 +15,7 @@ import atexit
 import queue
 import threading
 import time
+import traceback
 
 from ..engine.faults import KernelFault
 
@@ -97,7 +98,6 @@ class Stream:
             except KernelFault as fault:
                 self.context.set_sticky(fault.code_name, fault.message)
             except Exception as exc:          # an emulator bug must not hang the stream
-                import traceback
                 self.context.set_sticky("CUDA_ERROR_UNKNOWN",
                                         f"internal error in the emulated GPU while running {item.label}: "
                                         f"{exc!r}\n{traceback.format_exc()}")

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..isa import barred
+from ..isa.numerics import UINT
 from .decode import CompiledKernel
 from .faults import KernelFault
 from .memory import AccessFault, DeviceMemory
@@ -401,7 +402,7 @@ class _Launch(SpacesMixin):
 
     def load(self, addr, size: int, vec: int, iid: int, guard):
         active, any_active = self.active_with(guard)
-        dtype = _UINT[size]
+        dtype = UINT[size]
         shape = (self.n,) if vec == 1 else (self.n, vec)
         if not any_active:
             return np.zeros(shape, dtype)
@@ -430,7 +431,7 @@ class _Launch(SpacesMixin):
         active, any_active = self.active_with(guard)
         if not any_active:
             return
-        dtype = _UINT[size]
+        dtype = UINT[size]
         nbytes = size * vec
         if not isinstance(addr, np.ndarray):
             addr = np.full(self.n, addr, np.uint64)
@@ -496,7 +497,5 @@ class _Launch(SpacesMixin):
         return (f"block ({cta % gx},{cta // gx % gy},{cta // (gx * gy)}) "
                 f"thread ({t % bx},{t // bx % by},{t // (bx * by)})")
 
-
-_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 __all__ = ["run_kernel", "LaunchStats"]

@@ -24,7 +24,7 @@ import copy
 import numpy as np
 
 from ..ptx.errors import PtxError
-from ..ptx.ir import TYPES, Addr, ArgList, Instruction, PredPair, Reg, Sym, Vec
+from ..ptx.ir import TYPES, Addr, Imm, ArgList, Instruction, PredPair, Reg, Sym, Vec
 from .operands import CACHE_MODS, Mods, operands, unsupported
 from .registry import register
 
@@ -308,7 +308,6 @@ def emit_stpv(g, ins):
         raise PtxError(ins.line, f"st.v{vec} needs {vec} sources: {ins.text}")
     bits = size * 8
     for s, (w, shift) in zip(srcs, _pv_access(g, ins, addr, size, vec)):
-        from ..ptx.ir import Imm
         if isinstance(s, Imm) and kind == "f":
             val = f"{g.read(ins, s, t)}.view(_U{bits})"
         else:
