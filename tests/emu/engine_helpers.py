@@ -4,7 +4,8 @@ kernel launches straight through the engine.
 Not a conftest.py: tests/conftest.py is imported by name ("from conftest import ...")
 across the test tree, and a second conftest module here would shadow it. The `mem` and
 `rng` fixtures these tests take live in tests/conftest.py. Import as
-`from engine_helpers import Buf` (pytest puts tests/emu on sys.path for its test files).
+`from emu.engine_helpers import Buf` (tests/ is on sys.path, through tests/conftest.py; the
+test files live in tests/emu/driver, engine, isa, tools).
 """
 import struct
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,31 +43,11 @@ from .memory import AccessFault, DeviceMemory
 from ..ptx.ir import PtxModule
 from ..tools import enabled
 from .spaces import SpacesMixin, allocate_globals
+from .stats import LaunchStats, launch_dims
 
 BATCH_BYTES = 256 << 20          # register-file budget for one batch
 MAX_BATCH_LANES = 1 << 20        # beyond this numpy gains nothing and memory grows
 WARP = 32
-
-
-@dataclass
-class LaunchStats:
-    thread_instructions: int = 0    # sum over executed instructions of active threads
-    block_steps: int = 0            # basic-block executions (each over many threads)
-    divergent_steps: int = 0        # of those, how many ran on a gathered subset
-    batches: int = 0
-    ctas: int = 0
-    threads: int = 0
-    races: list = field(default_factory=list)   # racecheck reports (LOWLEVEL_EMU_RACECHECK=1)
-    printed: str = ""                # printf output, in thread order (isa/printf.py)
-
-
-def _dims(v, what) -> tuple[int, int, int]:
-    if isinstance(v, int):
-        v = (v,)
-    v = tuple(int(x) for x in v)
-    if not 1 <= len(v) <= 3 or any(x < 1 for x in v):
-        raise ValueError(f"{what} must be 1 to 3 positive integers, got {v}")
-    return v + (1,) * (3 - len(v))
 
 
 def run_kernel(mod: PtxModule, name: str, grid, block, params: bytes,
@@ -84,7 +63,7 @@ def run_kernel(mod: PtxModule, name: str, grid, block, params: bytes,
     ck: CompiledKernel = k.compiled
     if ck is None:
         raise ValueError(f"kernel {name!r} was parsed but not decoded; use load_ptx")
-    grid, block = _dims(grid, "grid"), _dims(block, "block")
+    grid, block = launch_dims(grid, "grid"), launch_dims(block, "block")
     params = bytes(params)
     if len(params) < k.param_size:
         raise ValueError(f"{name}: parameter buffer has {len(params)} bytes, "

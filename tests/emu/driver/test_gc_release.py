@@ -12,7 +12,7 @@ import pytest
 from lowlevel import cuda
 from lowlevel.capi.prototypes import CUhostFn
 
-VECTOR_ADD = (pathlib.Path(__file__).resolve().parents[2] / "ptx" / "vector_add.ptx").read_text()
+VECTOR_ADD = (pathlib.Path(__file__).resolve().parents[3] / "ptx" / "vector_add.ptx").read_text()
 
 
 def _garbage_module_and_memory() -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cuda_c import nvrtc_ptx
-from engine_helpers import HEADER, POISON, PTX_NP, PTX_REG, Buf, launch
+from emu.engine_helpers import HEADER, POISON, PTX_NP, PTX_REG, Buf, launch
 from lowlevel.emu.engine.faults import KernelFault
 from lowlevel.emu.ptx.errors import PtxError
 from lowlevel.emu.engine.decode import load_ptx

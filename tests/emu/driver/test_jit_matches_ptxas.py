@@ -23,7 +23,7 @@ from lowlevel.emu.driver import device
 
 SEED = 20250917
 PER_KIND = 3                        # mutants of each kind per source kernel
-PTX_DIR = pathlib.Path(__file__).resolve().parents[2] / "ptx"
+PTX_DIR = pathlib.Path(__file__).resolve().parents[3] / "ptx"
 CANNOT_RUN = "valid PTX that the emulated GPU cannot run"
 
 NVRTC_KERNELS = {

@@ -11,8 +11,8 @@ import itertools
 import numpy as np
 import pytest
 
-import float_reference as fr
-from engine_helpers import Buf, launch
+from emu import float_reference as fr
+from emu.engine_helpers import Buf, launch
 from lowlevel.emu.engine.decode import load_ptx
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

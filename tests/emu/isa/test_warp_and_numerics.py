@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from cuda_c import nvrtc_ptx
-from engine_helpers import HEADER, PTX_NP, PTX_REG, Buf, launch
+from emu.engine_helpers import HEADER, PTX_NP, PTX_REG, Buf, launch
 from lowlevel.emu.ptx.errors import PtxError
 from lowlevel.emu.engine.decode import load_ptx
 

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import poisoned
 from cuda_c import load_compiled, nvcc_ptx
-from engine_helpers import Buf, launch
+from emu.engine_helpers import Buf, launch
 from lowlevel import cuda
 from lowlevel.emu.engine.decode import load_ptx
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cuda_c import nvrtc_ptx
-from engine_helpers import HEADER, Buf, launch
+from emu.engine_helpers import HEADER, Buf, launch
 from lowlevel.emu.engine.scheduler import run_kernel
 from lowlevel.emu.engine.faults import KernelFault
 from lowlevel.emu.ptx.errors import PtxError
@@ -672,7 +672,7 @@ def test_out_of_bounds_and_misaligned_name_the_space(mem, where, space, line):
             assert "shared offset" in m, m
 
 
-# --- watchdog and racecheck ---------------------------------------------------------------
+# --- watchdog -----------------------------------------------------------------------------
 
 def test_watchdog_stops_a_kernel_that_never_finishes(mem, monkeypatch):
     monkeypatch.setenv("LOWLEVEL_EMU_WATCHDOG_S", "0.3")
@@ -685,33 +685,6 @@ def test_watchdog_stops_a_kernel_that_never_finishes(mem, monkeypatch):
                mem=mem)
     assert e.value.code_name == "CUDA_ERROR_LAUNCH_TIMEOUT"
     assert "spin" in e.value.message and "LOWLEVEL_EMU_WATCHDOG_S" in e.value.message
-
-
-RACY = """
-__global__ void k(const float* in, float* out, int sync) {
-    __shared__ float s[128];
-    int t = threadIdx.x;
-    s[t] = in[blockIdx.x * 128 + t];
-    if (sync) __syncthreads();
-    out[blockIdx.x * 128 + t] = s[(t + 1) % 128];
-}"""
-
-
-def test_racecheck_reports_a_missing_barrier(mem, rng, monkeypatch, capsys):
-    mod = cu(RACY)
-    x = rng.standard_normal(256).astype(np.float32)
-    monkeypatch.setenv("LOWLEVEL_EMU_RACECHECK", "1")
-    out = Buf(mem, n=256, dtype=np.float32, poison=POISON_FF)
-    stats = launch(mod, "k", 2, 128, Buf(mem, x), out, 1, mem=mem)
-    assert stats.races == []
-    np.testing.assert_array_equal(out.read(), np.roll(x.reshape(2, 128), -1, axis=1).reshape(-1))
-    stats = launch(mod, "k", 2, 128, Buf(mem, x), out, 0, mem=mem)
-    assert stats.races, "the missing barrier was not reported"
-    err = capsys.readouterr().err
-    assert "racecheck" in err and "read-after-write" in err and "shared memory" in err
-    assert "PTX line" in err
-    monkeypatch.delenv("LOWLEVEL_EMU_RACECHECK")
-    assert launch(mod, "k", 2, 128, Buf(mem, x), out, 0, mem=mem).races == []
 
 
 def test_a_module_variable_cannot_be_freed_by_hand():

@@ -17,7 +17,7 @@ import pytest
 from lowlevel import compiler, cuda, kernels
 from lowlevel.emu.driver import assembler
 
-VECTOR_ADD = (pathlib.Path(__file__).resolve().parents[2] / "ptx" / "vector_add.ptx").read_text()
+VECTOR_ADD = (pathlib.Path(__file__).resolve().parents[3] / "ptx" / "vector_add.ptx").read_text()
 
 # PTX that loaded and ran on the emulated GPU before, though ptxas refuses it:
 # (what is wrong, the line of ptx/vector_add.ptx, what it becomes).
