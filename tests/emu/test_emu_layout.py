@@ -4,7 +4,6 @@ for another's private (underscore) names."""
 import pathlib
 import shutil
 import subprocess
-import sys
 
 import pytest
 
