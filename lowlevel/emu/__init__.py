@@ -1,5 +1,17 @@
 """Layer 5 without a GPU: the emulated GPU, behind the same C function table as libcuda.
 
+    driver/   the C functions: device and context, memory, modules, launch, streams and
+              events; cuBLAS
+    ptx/      the front end: lexer, parser, IR; knows nothing of execution
+    isa/      one module per instruction family, each registering into isa/registry.py
+    engine/   decode (PTX -> Python basic blocks), the scheduler, memory spaces, faults
+    tools/    racecheck, instruction counters, printf output: observers of a launch
+
+Modules import each other in no cycle: driver -> engine -> isa -> ptx (the families' runtime
+helpers also raise engine/faults.py's KernelFault and read engine/memory.py, two leaf
+modules); tools/ imports none of them. Everything may use lowlevel.capi, and nothing else
+of lowlevel (tests/emu/test_emu_layout.py checks both).
+
 What the layers above use (lowlevel/cuda binds the driver and cuBLAS tables, the CLI
 reports on it); nothing else of the emulator is imported from outside it:
 
