@@ -66,5 +66,5 @@ def mem(request):
     """An emulated GPU's memory, driven directly (tests/emu): one per test module, of the
     module's DEVICE_MEMORY_BYTES (128 MiB where it sets none)."""
     # Imported here, not at the top: only the engine tests of tests/emu drive it directly.
-    from lowlevel.emu.memory import DeviceMemory  # noqa: PLC0415
+    from lowlevel.emu.engine.memory import DeviceMemory  # noqa: PLC0415
     return DeviceMemory(getattr(request.module, "DEVICE_MEMORY_BYTES", 1 << 27))

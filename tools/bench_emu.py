@@ -55,8 +55,7 @@ def first_line(exc: BaseException) -> str:
 
 def last_stats():
     """The emulator's LaunchStats of the last completed launch, or None."""
-    last = emu.last_launch_stats()
-    return None if last is None else last[1]
+    return emu.last_launch_stats()
 
 
 def upload(host):

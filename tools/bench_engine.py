@@ -16,9 +16,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lowlevel.emu.engine import run_kernel  # noqa: E402
-from lowlevel.emu.memory import BASE, DeviceMemory  # noqa: E402
-from lowlevel.emu.ptx_parser import load_ptx  # noqa: E402
+from lowlevel.emu.engine.scheduler import run_kernel  # noqa: E402
+from lowlevel.emu.engine.memory import BASE, DeviceMemory  # noqa: E402
+from lowlevel.emu.engine.decode import load_ptx  # noqa: E402
 
 PTX = """
 .version 8.0

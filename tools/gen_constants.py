@@ -3,7 +3,7 @@ lowlevel/capi/cublas_constants.py (from cublas_api.h and library_types.h, nvidia
 
 The enum values are facts of the driver ABI; reading them from the header (instead of typing
 them) keeps them right. Only names and values are taken: descriptions are written by hand in
-lowlevel/emu/errors.py for the codes the emulated GPU returns.
+lowlevel/emu/driver/errors.py for the codes the emulated GPU returns.
 
     python tools/gen_constants.py            # rewrites both
 """

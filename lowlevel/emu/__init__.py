@@ -1,5 +1,17 @@
 """Layer 5 without a GPU: the emulated GPU, behind the same C function table as libcuda.
 
+    driver/   the C functions: device and context, memory, modules, launch, streams and
+              events; cuBLAS
+    ptx/      the front end: lexer, parser, IR; knows nothing of execution
+    isa/      one module per instruction family, each registering into isa/registry.py
+    engine/   decode (PTX -> Python basic blocks), the scheduler, memory spaces, faults
+    tools/    racecheck, instruction counters, printf output: observers of a launch
+
+Modules import each other in no cycle: driver -> engine -> isa -> ptx (the families' runtime
+helpers also raise engine/faults.py's KernelFault and read engine/memory.py, two leaf
+modules); tools/ imports none of them. Everything may use lowlevel.capi, and nothing else
+of lowlevel (tests/emu/test_emu_layout.py checks both).
+
 What the layers above use (lowlevel/cuda binds the driver and cuBLAS tables, the CLI
 reports on it); nothing else of the emulator is imported from outside it:
 
@@ -8,15 +20,15 @@ reports on it); nothing else of the emulator is imported from outside it:
     error_details(code)      what the emulator knows about the last failure (kernel, thread, line)
     pending_interrupt()      a Ctrl-C that arrived inside an emulated call, to raise again
     thread_instructions()    thread-instructions executed so far (for the trace)
-    last_launch_stats()      (kernel, LaunchStats) of the last launch completed (for tools/bench_emu.py)
+    last_launch_stats()      the engine's figures for the last kernel completed (tools/bench_emu.py)
     assembler_description()  which checks the emulated JIT runs: ptxas, or its own
     check_ptx(text)          the emulator's parse of PTX (raises PtxError when it refuses)
 """
-from .assembler import description as assembler_description
-from .cublas import functions as cublas_functions
+from .driver.assembler import description as assembler_description
 from .driver import error_details, functions, last_launch_stats, pending_interrupt, thread_instructions
-from .faults import PtxError
-from .ptx_parser import load_ptx as check_ptx
+from .driver.cublas import functions as cublas_functions
+from .ptx.errors import PtxError
+from .engine.decode import load_ptx as check_ptx
 
 __all__ = ["PtxError", "assembler_description", "check_ptx", "cublas_functions", "error_details", "functions",
            "last_launch_stats", "pending_interrupt", "thread_instructions"]

@@ -1,0 +1,21 @@
+"""The emulated driver: the C functions of libcuda, and of cuBLAS, in Python.
+
+    entry.py      CFunctions (a table of C functions and its decorator), write_out, Ctrl-C
+    context.py    state: cuInit, versions, errors, the device, its primary context
+    memory.py     cuMemAlloc/Free, pinned host memory, copies, memsets
+    modules.py    cuModuleLoad*, functions, globals, cuFuncGetAttribute/ParamInfo
+    launch.py     cuLaunchKernel: parameters, configuration checks, the launch queued
+    streams.py    cuStream*, cuEvent*, cuLaunchHostFunc
+    queues.py     the stream and event objects: a worker thread per stream
+    assembler.py  the JIT's first check: ptxas (nvJitLink), when one is found
+    device.py     the emulated device's attributes and limits
+    errors.py     EmuError, the CUresult descriptions, static C strings
+    cublas.py     cuBLAS's C functions
+
+Importing this package registers every driver function (functions() lists them).
+"""
+from . import launch, memory, modules, streams  # noqa: F401  (they register their C functions)
+from .context import error_details, functions, last_launch_stats, thread_instructions
+from .entry import pending_interrupt
+
+__all__ = ["error_details", "functions", "last_launch_stats", "pending_interrupt", "thread_instructions"]

@@ -1,0 +1,96 @@
+"""What the emulated device says about itself: name, compute capability, limits.
+
+The limits are those of a Hopper-class part (the default compute capability is 9.0) and
+they are enforced: a launch beyond them fails as it would on the hardware.
+`LOWLEVEL_EMU_CC=8.0` changes the compute capability; `LOWLEVEL_EMU_MEMORY=2G` the memory;
+`LOWLEVEL_EMU_DRIVER_VERSION=12040` the CUDA version the driver claims.
+"""
+import os
+
+from ...capi import versions
+from ...capi.constants import DEVICE_ATTRIBUTE
+
+# What cuDriverGetVersion reports (CUDA 13.5); LOWLEVEL_EMU_DRIVER_VERSION=12040 makes the
+# emulated GPU behave as an older driver, e.g. refusing PTX newer than ISA 8.4.
+DRIVER_VERSION = int(os.environ.get("LOWLEVEL_EMU_DRIVER_VERSION", "13050"))
+
+
+def _parse_size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().rstrip("B")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def compute_capability() -> tuple[int, int]:
+    major, minor = os.environ.get("LOWLEVEL_EMU_CC", "9.0").split(".")
+    return int(major), int(minor)
+
+
+def arch() -> int:
+    """The compute capability as one number, as in sm_XY: 90 for 9.0, 120 for 12.0."""
+    major, minor = compute_capability()
+    return major * 10 + minor
+
+
+def target_refusal(target: str, have: int | None = None) -> str:
+    """Why PTX for `.target target` cannot run on this device ('' when it can)."""
+    return versions.target_refusal(target, arch() if have is None else have)
+
+
+def memory_size() -> int:
+    return _parse_size(os.environ.get("LOWLEVEL_EMU_MEMORY", "4G"))
+
+
+MAX_SHARED_PER_BLOCK = 48 * 1024           # without opting in
+MAX_SHARED_PER_BLOCK_OPTIN = 227 * 1024
+
+
+def name() -> str:
+    major, minor = compute_capability()
+    return f"lowlevel emulated GPU (sm_{major}{minor})"
+
+
+def attributes() -> dict[int, int]:
+    """CUdevice_attribute number -> value. Attributes not modelled report 0."""
+    major, minor = compute_capability()
+    known = {
+        "MAX_THREADS_PER_BLOCK": 1024,
+        "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64,
+        "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535,
+        "MAX_SHARED_MEMORY_PER_BLOCK": MAX_SHARED_PER_BLOCK,
+        "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": MAX_SHARED_PER_BLOCK_OPTIN,
+        "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 228 * 1024,
+        "TOTAL_CONSTANT_MEMORY": 64 * 1024,
+        "WARP_SIZE": 32,
+        "MAX_PITCH": 2**31 - 1,
+        "MAX_REGISTERS_PER_BLOCK": 65536,
+        "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536,
+        "CLOCK_RATE": 1_980_000,                  # kHz
+        "MEMORY_CLOCK_RATE": 2_619_000,           # kHz
+        "GLOBAL_MEMORY_BUS_WIDTH": 5120,
+        "L2_CACHE_SIZE": 50 * 1024 * 1024,
+        "TEXTURE_ALIGNMENT": 512,
+        "MULTIPROCESSOR_COUNT": 132,
+        "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
+        "MAX_BLOCKS_PER_MULTIPROCESSOR": 32,
+        "COMPUTE_CAPABILITY_MAJOR": major,
+        "COMPUTE_CAPABILITY_MINOR": minor,
+        "CONCURRENT_KERNELS": 1,
+        "ASYNC_ENGINE_COUNT": 2,
+        "UNIFIED_ADDRESSING": 1,
+        "CAN_MAP_HOST_MEMORY": 0,
+        "INTEGRATED": 0,
+        "KERNEL_EXEC_TIMEOUT": 1,                 # the emulator has a watchdog
+        "MEMORY_POOLS_SUPPORTED": 1,
+        "STREAM_PRIORITIES_SUPPORTED": 0,
+        "GLOBAL_L1_CACHE_SUPPORTED": 1,
+        "LOCAL_L1_CACHE_SUPPORTED": 1,
+        "COMPUTE_MODE": 0,
+        "PCI_BUS_ID": 0, "PCI_DEVICE_ID": 0, "PCI_DOMAIN_ID": 0,
+    }
+    values = {number: 0 for number in DEVICE_ATTRIBUTE.values()}
+    for short, value in known.items():
+        values[DEVICE_ATTRIBUTE["CU_DEVICE_ATTRIBUTE_" + short]] = value
+    return values

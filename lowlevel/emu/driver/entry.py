@@ -1,0 +1,68 @@
+"""How a Python function becomes an emulated C function, for the driver and for cuBLAS alike.
+
+A C function returns a status and never raises: `CFunctions` is a table of them by public
+name, whose decorator turns what the implementation raises into the status C code expects
+(each library says how, in its `failure`). A Ctrl-C (KeyboardInterrupt, SystemExit) cannot
+cross the ctypes boundary: it is kept for the caller to raise again (`pending_interrupt`).
+Out-parameters are written through their C pointer by `write_out`.
+"""
+import functools
+import threading
+
+from .errors import EmuError
+
+_interrupt = threading.local()         # .exc: a KeyboardInterrupt/SystemExit caught in a call
+
+
+class NullOutput(EmuError):
+    """An out-parameter pointer that is NULL (each library returns its own 'invalid value')."""
+
+    def __init__(self):
+        super().__init__("CUDA_ERROR_INVALID_VALUE", "NULL output pointer")
+
+
+def write_out(ctype, address: int, value) -> None:
+    """Store `value` as a `ctype` at C pointer `address`."""
+    if not address:
+        raise NullOutput()
+    ctype.from_address(address).value = value
+
+
+class CFunctions(dict):
+    """Emulated C functions by public name. `failure(name, exc) -> status` turns an exception
+    into the library's status; `success` is returned otherwise, or, with `returns_status`,
+    what the implementation returns when that is not None (cuBLAS's may return a status)."""
+
+    def __init__(self, success: int, failure, returns_status: bool = True):
+        super().__init__()
+        self.success = success
+        self.failure = failure
+        self.returns_status = returns_status
+
+    def __call__(self, fn):
+        """Register `fn` as the implementation of the C function of the same name."""
+        @functools.wraps(fn)
+        def entry(*args):
+            try:
+                # ctypes hands a NULL pointer to a callback as None; C code would see 0.
+                result = fn(*[0 if a is None else a for a in args])
+            except BaseException as exc:        # nothing may cross the C boundary
+                return self.failure(fn.__name__, exc)
+            return result if self.returns_status and result is not None else self.success
+        self[fn.__name__] = entry
+        return entry
+
+
+def keep_interrupt(exc: BaseException) -> None:
+    """Keep a KeyboardInterrupt/SystemExit raised inside a C callback for the caller to
+    re-raise (see pending_interrupt); a callback cannot raise through ctypes."""
+    _interrupt.exc = exc
+
+
+def pending_interrupt() -> BaseException | None:
+    """The KeyboardInterrupt/SystemExit that interrupted this thread's last emulated call
+    (which then failed), or None; cleared by the call. The binding layer re-raises it after
+    a failed call."""
+    exc = getattr(_interrupt, "exc", None)
+    _interrupt.exc = None
+    return exc

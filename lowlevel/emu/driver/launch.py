@@ -1,0 +1,99 @@
+"""cuLaunchKernel: the parameter buffer, the launch configuration checked against the
+device's limits, and the launch queued on its stream."""
+import ctypes
+
+from ...capi.constants import DEVICE_ATTRIBUTE as A
+from ..engine.scheduler import run_kernel
+from ..tools import enabled
+from ..tools.counters import LaunchCounters
+from ..tools.printf import PrintfOutput
+from . import device
+from .context import api, current
+from .errors import EmuError
+from .modules import Function, function_of
+
+
+LAUNCH_PARAM_END, LAUNCH_PARAM_BUFFER_POINTER, LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
+
+
+def _param_buffer(kernel, kernel_params: int, extra: int) -> bytes:
+    """The kernel's parameter bytes, copied now (the caller may reuse its memory at once)."""
+    if kernel_params and extra:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", "both kernelParams and extra were given")
+    buf = bytearray(kernel.param_size)
+    if kernel_params:
+        for i, p in enumerate(kernel.params):
+            arg = ctypes.c_void_p.from_address(kernel_params + 8 * i).value
+            if not arg:
+                raise EmuError("CUDA_ERROR_INVALID_VALUE", f"kernelParams[{i}] ({p.name}) is NULL")
+            buf[p.offset:p.offset + p.size] = ctypes.string_at(arg, p.size)
+        return bytes(buf)
+    if extra:
+        pointer = size = None
+        i = 0
+        while True:
+            key = ctypes.c_void_p.from_address(extra + 8 * i).value or 0
+            if key == LAUNCH_PARAM_END:
+                break
+            value = ctypes.c_void_p.from_address(extra + 8 * (i + 1)).value
+            if key == LAUNCH_PARAM_BUFFER_POINTER:
+                pointer = value
+            elif key == LAUNCH_PARAM_BUFFER_SIZE:
+                size = ctypes.c_size_t.from_address(value).value if value else None
+            else:
+                raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown key {key:#x} in extra")
+            i += 2
+        if pointer is None or size is None:
+            raise EmuError("CUDA_ERROR_INVALID_VALUE",
+                           "extra needs both CU_LAUNCH_PARAM_BUFFER_POINTER and CU_LAUNCH_PARAM_BUFFER_SIZE")
+        if size != kernel.param_size:
+            raise EmuError("CUDA_ERROR_INVALID_VALUE",
+                           f"parameter buffer is {size} bytes, kernel {kernel.name} takes {kernel.param_size}")
+        return ctypes.string_at(pointer, size)
+    if kernel.params:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"kernel {kernel.name} takes parameters and none were given")
+    return b""
+
+
+def _check_config(f: Function, grid, block, shared: int) -> None:
+    limits = device.attributes()
+    maxima_block = [limits[A[f"CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_{c}"]] for c in "XYZ"]
+    maxima_grid = [limits[A[f"CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{c}"]] for c in "XYZ"]
+    name = f.kernel.name
+    if any(d < 1 for d in (*grid, *block)):
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{name}: grid {grid} and block {block} must be >= 1 in every dimension")
+    required = f.kernel.reqntid
+    if required and tuple(block) != (*required, 1, 1)[:3]:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{name}: .reqntid requires a block of exactly "
+                                                   f"{(*required, 1, 1)[:3]}, got {tuple(block)}")
+    for d, m, c in zip(block, maxima_block, "xyz"):
+        if d > m:
+            raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{name}: block.{c} = {d} exceeds the device limit {m}")
+    for d, m, c in zip(grid, maxima_grid, "xyz"):
+        if d > m:
+            raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{name}: grid.{c} = {d} exceeds the device limit {m}")
+    threads = block[0] * block[1] * block[2]
+    limit = min(1024, f.kernel.max_threads_per_block)
+    if threads > limit:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{name}: {threads} threads per block exceed the limit {limit}")
+    if shared > f.max_dynamic_shared:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE",
+                       f"{name}: {shared} bytes of dynamic shared memory exceed the limit {f.max_dynamic_shared}")
+
+
+@api
+def cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream_handle, kernel_params, extra):
+    ctx = current()
+    f = function_of(ctx, handle)
+    stream = ctx.stream(stream_handle)
+    grid, block = (gx, gy, gz), (bx, by, bz)
+    _check_config(f, grid, block, shared)
+    params = _param_buffer(f.kernel, kernel_params, extra)
+    module, memory, name = f.module.ptx, ctx.memory, f.kernel.name
+
+    def run():
+        run_kernel(module, name, grid=grid, block=block, params=params, memory=memory, shared_bytes=shared,
+                   tools=[*enabled(), LaunchCounters(ctx, name), PrintfOutput()])
+    ctx.submit(stream, run, f"kernel {name}")
+
+

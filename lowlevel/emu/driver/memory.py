@@ -1,0 +1,221 @@
+"""The emulated driver's memory functions: cuMemAlloc/Free, pinned host memory, copies, memsets."""
+import ctypes
+
+from ..engine.memory import AccessFault, OutOfMemory
+from .context import Context, api, current
+from .entry import write_out
+from .errors import EmuError
+
+
+@api
+def cuMemGetInfo(free_out, total_out):
+    ctx = current()
+    total = ctx.memory.size
+    write_out(ctypes.c_size_t, free_out, total - ctx.memory.used())
+    write_out(ctypes.c_size_t, total_out, total)
+
+
+def _alloc(ctx: Context, nbytes: int) -> int:
+    if nbytes == 0:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", "cannot allocate 0 bytes")
+    try:
+        return ctx.memory.alloc(nbytes)
+    except OutOfMemory:
+        raise EmuError("CUDA_ERROR_OUT_OF_MEMORY",
+                       f"{nbytes} bytes requested, {ctx.memory.size - ctx.memory.used()} free "
+                       f"(set LOWLEVEL_EMU_MEMORY for a larger emulated device)")
+
+
+@api
+def cuMemAlloc(dptr_out, nbytes):
+    ctx = current()
+    write_out(ctypes.c_uint64, dptr_out, _alloc(ctx, nbytes))
+
+
+def _check_freeable(ctx: Context, dptr: int) -> None:
+    """cuMemFree takes only what cuMemAlloc gave: not a module's variables, not an offset."""
+    if not ctx.memory.is_allocation(dptr):
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{dptr:#x} is not the start of a live allocation")
+    for module in ctx.modules.values():
+        for name, (address, _) in (getattr(module.ptx, "symbols", None) or {}).items():
+            if address == dptr:
+                raise EmuError("CUDA_ERROR_INVALID_VALUE",
+                               f"{dptr:#x} is the module variable {name!r}; it is freed with its module")
+
+
+@api
+def cuMemFree(dptr):
+    ctx = current()
+    # cuMemFree synchronises: work still using the memory finishes first.
+    ctx.synchronize()
+    _check_freeable(ctx, dptr)
+    ctx.memory.free(dptr)
+
+
+@api
+def cuMemGetAddressRange(base_out, size_out, dptr):
+    ctx = current()
+    hit = ctx.memory.find(dptr)
+    if hit is None:
+        raise EmuError("CUDA_ERROR_NOT_FOUND", f"{dptr:#x} is not inside any allocation")
+    if base_out:
+        write_out(ctypes.c_uint64, base_out, hit[0])
+    if size_out:
+        write_out(ctypes.c_size_t, size_out, hit[1])
+
+
+@api
+def cuMemAllocHost(host_out, nbytes):
+    ctx = current()
+    if nbytes == 0:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", "cannot allocate 0 bytes")
+    try:
+        buf = (ctypes.c_char * nbytes)()
+    except (MemoryError, OverflowError):
+        # The host cannot lock (here: hold) that much, as the driver reports it.
+        raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", f"cannot allocate {nbytes} bytes of page-locked host memory")
+    ctx.pinned[ctypes.addressof(buf)] = buf
+    write_out(ctypes.c_void_p, host_out, ctypes.addressof(buf))
+
+
+@api
+def cuMemFreeHost(host):
+    ctx = current()
+    ctx.synchronize()
+    if ctx.pinned.pop(host, None) is None:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{host:#x} was not allocated by cuMemAllocHost")
+
+
+@api
+def cuMemAllocAsync(dptr_out, nbytes, stream):
+    ctx = current()
+    ctx.stream(stream)          # validates the handle
+    # The address is handed out now; the stream orders its first use after this point.
+    write_out(ctypes.c_uint64, dptr_out, _alloc(ctx, nbytes))
+
+
+@api
+def cuMemFreeAsync(dptr, stream):
+    ctx = current()
+    s = ctx.stream(stream)
+    _check_freeable(ctx, dptr)
+    ctx.submit(s, lambda: ctx.memory.free(dptr), "cuMemFreeAsync")
+
+
+def _device_range(ctx: Context, dptr: int, nbytes: int, what: str) -> None:
+    try:
+        ctx.memory.check_range(dptr, nbytes)
+    except AccessFault:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE",
+                       f"{what}: [{dptr:#x}, +{nbytes}) is not inside one live allocation")
+
+
+def _copy(stream_handle, dst, src, nbytes, kind: str, asynchronous: bool) -> None:
+    """All six copy calls: validate now, move the bytes in stream order.
+
+    Pageable host memory behaves as the driver documents: an async host-to-device copy
+    stages the bytes before returning, and a device-to-host copy into pageable memory
+    returns only when done. Pinned memory (cuMemAllocHost) is truly asynchronous.
+    """
+    ctx = current()
+    stream = ctx.stream(stream_handle)
+    if nbytes == 0:
+        return
+    mem = ctx.memory
+    if kind in ("HtoD", "DtoD"):
+        _device_range(ctx, dst, nbytes, "destination")
+    if kind in ("DtoH", "DtoD"):
+        _device_range(ctx, src, nbytes, "source")
+    if not (dst and src):
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL pointer in copy")
+    if kind == "HtoD":
+        if asynchronous and not ctx.is_pinned(src, nbytes):
+            # One copy by memmove (size_t sizes), not ctypes.string_at, whose size is a C int.
+            try:
+                staged = (ctypes.c_char * nbytes)()
+            except (MemoryError, OverflowError):
+                raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", f"cannot stage {nbytes} bytes of pageable host memory")
+            ctypes.memmove(staged, src, nbytes)
+            run = lambda: ctypes.memmove(mem.host_address(dst), staged, nbytes)   # noqa: E731
+        else:
+            run = lambda: ctypes.memmove(mem.host_address(dst), src, nbytes)   # noqa: E731
+    elif kind == "DtoH":
+        run = lambda: ctypes.memmove(dst, mem.host_address(src), nbytes)   # noqa: E731
+        asynchronous = asynchronous and ctx.is_pinned(dst, nbytes)
+    else:
+        run = lambda: ctypes.memmove(mem.host_address(dst), mem.host_address(src), nbytes)  # noqa: E731
+    item = ctx.submit(stream, run, f"memcpy{kind}")
+    if not asynchronous:
+        item.done.wait()
+        current()
+
+
+@api
+def cuMemcpyHtoD(dst, src, nbytes):
+    _copy(0, dst, src, nbytes, "HtoD", asynchronous=False)
+
+
+@api
+def cuMemcpyDtoH(dst, src, nbytes):
+    _copy(0, dst, src, nbytes, "DtoH", asynchronous=False)
+
+
+@api
+def cuMemcpyDtoD(dst, src, nbytes):
+    # Device-to-device copies are asynchronous with respect to the host even without a stream.
+    _copy(0, dst, src, nbytes, "DtoD", asynchronous=True)
+
+
+@api
+def cuMemcpyHtoDAsync(dst, src, nbytes, stream):
+    _copy(stream, dst, src, nbytes, "HtoD", asynchronous=True)
+
+
+@api
+def cuMemcpyDtoHAsync(dst, src, nbytes, stream):
+    _copy(stream, dst, src, nbytes, "DtoH", asynchronous=True)
+
+
+@api
+def cuMemcpyDtoDAsync(dst, src, nbytes, stream):
+    _copy(stream, dst, src, nbytes, "DtoD", asynchronous=True)
+
+
+def _memset(stream_handle, dptr, value, count, width: int) -> None:
+    ctx = current()
+    stream = ctx.stream(stream_handle)
+    if dptr % width:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"memset of {width}-byte words at unaligned {dptr:#x}")
+    if count == 0:
+        return
+    _device_range(ctx, dptr, count * width, "memset")
+    view = ctx.memory.view({1: "u1", 4: "u4"}[width])
+    start = ctx.memory.check_range(dptr, count * width) // width
+
+    def run():
+        view[start:start + count] = value
+    # Even the "synchronous" memsets are asynchronous with respect to the host for device
+    # memory, as the driver documents; they are ordered on the legacy stream.
+    ctx.submit(stream, run, f"memsetD{width * 8}")
+
+
+@api
+def cuMemsetD8(dptr, value, count):
+    _memset(0, dptr, value, count, 1)
+
+
+@api
+def cuMemsetD32(dptr, value, count):
+    _memset(0, dptr, value, count, 4)
+
+
+@api
+def cuMemsetD8Async(dptr, value, count, stream):
+    _memset(stream, dptr, value, count, 1)
+
+
+@api
+def cuMemsetD32Async(dptr, value, count, stream):
+    _memset(stream, dptr, value, count, 4)
+
+

@@ -1,0 +1,285 @@
+"""The emulated driver's module functions: load (PTX, fatbins; the JIT's checks), functions,
+global variables, function attributes and parameter info."""
+import ctypes
+
+from ...capi.constants import FUNCTION_ATTRIBUTE, JIT_OPTION
+from ...capi.images import ImageError, ptx_from_fatbin, read_image
+from ...capi.versions import format_driver_version, max_ptx_isa
+from ..engine.decode import load_ptx
+from ..engine.memory import OutOfMemory
+from ..engine.spaces import allocate_globals, free_globals
+from ..ptx.errors import PtxError
+from ..ptx.ir import layout_variables
+from . import assembler, device
+from .assembler import ptx_header
+from .context import Context, api, current, lookup_handle
+from .entry import write_out
+from .errors import EmuError
+
+
+class Module:
+    def __init__(self, handle: int, ptx_module, source_kind: str, figures: dict | None = None):
+        self.handle = handle
+        self.ptx = ptx_module
+        self.source_kind = source_kind       # "ptx" or "fatbin"
+        self.functions: dict[str, int] = {}  # kernel name -> function handle
+        self.figures = figures or {}         # kernel name -> assembler.KernelFigures
+
+
+class Function:
+    def __init__(self, handle: int, module: Module, kernel):
+        self.handle = handle
+        self.module = module
+        self.kernel = kernel
+        self.max_dynamic_shared = device.MAX_SHARED_PER_BLOCK - kernel.shared_bytes
+        self.figures = module.figures.get(kernel.name)     # None: the emulator's own estimates
+
+    def resources(self) -> dict[str, int]:
+        """Registers and bytes of shared, local and user constant memory per thread/CTA:
+        the assembler's figures where it ran, else the emulator's estimates."""
+        k, fig = self.kernel, self.figures
+        const = fig.const if fig is not None and fig.const is not None else \
+            layout_variables([v for v in self.module.ptx.globals if v.space == "const"])[1]
+        if fig is None:
+            return {"registers": k.num_regs, "shared": k.shared_bytes, "local": k.local_bytes, "const": const}
+        return {"registers": fig.registers, "shared": fig.shared, "local": fig.local, "const": const}
+
+
+def _jit_options(count: int, options: int, values: int) -> dict[int, int]:
+    """The (option -> value slot address) pairs of cuModuleLoadDataEx."""
+    if count and not (options and values):
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", "JIT options given without their arrays")
+    known = set(JIT_OPTION.values())
+    slots = {}
+    for i in range(count):
+        option = ctypes.c_int.from_address(options + 4 * i).value
+        if option not in known or option == JIT_OPTION["CU_JIT_NUM_OPTIONS"]:
+            raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown JIT option {option}")
+        slots[option] = values + 8 * i
+    return slots
+
+
+def _write_log(slots: dict, buffer_option: str, size_option: str, text: str) -> None:
+    buf_slot, size_slot = slots.get(JIT_OPTION[buffer_option]), slots.get(JIT_OPTION[size_option])
+    if buf_slot is None or size_slot is None:
+        return
+    buf = ctypes.c_void_p.from_address(buf_slot).value
+    capacity = ctypes.c_size_t.from_address(size_slot).value & 0xFFFFFFFF
+    if not buf or capacity == 0:
+        return
+    data = text.encode()[: capacity - 1] + b"\0"
+    ctypes.memmove(buf, data, len(data))
+    # The driver reports how much of the buffer it filled, in the size option's slot.
+    ctypes.c_size_t.from_address(size_slot).value = len(data) - 1
+
+
+def _refuse(slots: dict, code_name: str, log: str) -> None:
+    _write_log(slots, "CU_JIT_ERROR_LOG_BUFFER", "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES", log)
+    raise EmuError(code_name, log)
+
+
+def _read_ptx(image: int, slots: dict) -> tuple[str, str, bytes]:
+    """(image kind, PTX text, PTX bytes as given) of a PTX or fatbin image."""
+    try:
+        kind, data = read_image(image)
+        if kind == "cubin":
+            raise ImageError("CUDA_ERROR_NO_BINARY_FOR_GPU",
+                             "the image is a cubin (SASS, machine code for one real GPU architecture); "
+                             "the emulated GPU runs PTX only: load the PTX, or a fatbin that contains PTX")
+        if kind == "fatbin":
+            text = ptx_from_fatbin(data, device.arch())
+            return kind, text, text.encode()
+        return kind, data.decode("utf-8", errors="replace"), data
+    except ImageError as e:
+        _refuse(slots, e.code_name, str(e))
+
+
+def _check_versions(slots: dict, version, target) -> None:
+    """The driver's own refusals, which come before any verdict on the PTX itself: a
+    `.target` newer than the device, a PTX ISA newer than the driver."""
+    refusal = device.target_refusal(target) if target else ""
+    if refusal:
+        _refuse(slots, "CUDA_ERROR_NO_BINARY_FOR_GPU", f"ptxas (emulated) fatal   : {refusal}")
+    newest = max_ptx_isa(device.DRIVER_VERSION)
+    if version is not None and tuple(version) > newest:
+        _refuse(slots, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+                f"PTX ISA {version[0]}.{version[1]} is newer than this driver "
+                f"(CUDA {format_driver_version(device.DRIVER_VERSION)}) supports: "
+                f"at most {newest[0]}.{newest[1]}")
+
+
+def _option_values(slots: dict) -> dict[str, int]:
+    """The JIT options given as numbers (name without CU_JIT_ -> value): each is an
+    unsigned int carried in its pointer-sized slot of the values array."""
+    values = {}
+    for name in ("MAX_REGISTERS", "THREADS_PER_BLOCK", "OPTIMIZATION_LEVEL",
+                 "GENERATE_DEBUG_INFO", "GENERATE_LINE_INFO"):
+        slot = slots.get(JIT_OPTION["CU_JIT_" + name])
+        if slot is not None:
+            values[name] = (ctypes.c_void_p.from_address(slot).value or 0) & 0xFFFFFFFF
+    return values
+
+
+def _assemble(raw: bytes, version, target, slots: dict):
+    """(the assembler's Assembly, a note) for an accepted module; refuses what ptxas
+    refuses. (None, why) when no assembler can judge: the emulator's own checks decide."""
+    asm = assembler.active()
+    if asm is None:
+        return None, f"checked by the emulator's own checks ({assembler.disabled_reason()})"
+    newest = assembler.max_ptx_isa(asm)
+    if version is not None and newest is not None and tuple(version) > newest:
+        return None, (f"checked by the emulator's own checks: PTX ISA {version[0]}.{version[1]} is newer "
+                      f"than {asm.description} reads")
+    try:
+        result = assembler.assemble(asm, raw, assembler.target_arch(target, device.arch()),
+                                    assembler.jit_flags(_option_values(slots)))
+    except assembler.AssemblerUnusable as e:
+        return None, f"checked by the emulator's own checks: {e}"
+    if not result.accepted:
+        _refuse(slots, "CUDA_ERROR_INVALID_PTX", result.error_log or f"ptxas refused the PTX ({asm.description})")
+    return result, f"assembled by {asm.description}"
+
+
+def _decode(text: str, slots: dict, assembled: bool):
+    """The emulator's decoded module; PTX it cannot run is refused, and where ptxas has
+    accepted it the log says it is valid PTX, not a mistake in it."""
+    try:
+        return load_ptx(text)
+    except PtxError as e:
+        if assembled:
+            where = f" at line {e.line}" if e.line else ""
+            _refuse(slots, "CUDA_ERROR_INVALID_PTX", f"valid PTX that the emulated GPU cannot run: {e.message}{where}")
+        _refuse(slots, "CUDA_ERROR_INVALID_PTX", f"ptxas (emulated) error   : {e}")
+
+
+def _info_log(ptx_module, assembly, note: str) -> str:
+    if assembly is None:
+        return f"{ptx_module.info_log()}\n{note}"
+    decoded = [f"emulated: {k.name}: {k.instruction_count} instructions decoded in "
+               f"{len(k.compiled.blocks) if k.compiled else 0} basic blocks" for k in ptx_module.kernels.values()]
+    return "\n".join([assembly.info_log, note, *decoded])
+
+
+def _load(module_out: int, image: int, slots: dict) -> None:
+    """cuModuleLoadData(Ex)/cuModuleLoadFatBinary: the driver's version checks, then
+    ptxas's verdict (lowlevel/emu/driver/assembler.py), then the emulator's decoding."""
+    ctx = current()
+    if not image:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL image")
+    kind, text, raw = _read_ptx(image, slots)
+    version, target = ptx_header(text)
+    _check_versions(slots, version, target)
+    assembly, note = _assemble(raw, version, target, slots)
+    ptx_module = _decode(text, slots, assembled=assembly is not None)
+    _check_versions(slots, ptx_module.version, ptx_module.target)
+    try:                     # module-scope .global/.const variables live in the context's memory
+        allocate_globals(ptx_module, ctx.memory)
+    except OutOfMemory:
+        raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", "no room for the module's global variables")
+    _write_log(slots, "CU_JIT_INFO_LOG_BUFFER", "CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES", _info_log(ptx_module, assembly, note))
+    _write_log(slots, "CU_JIT_ERROR_LOG_BUFFER", "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES", "")
+    handle = ctx.new_handle()
+    ctx.modules[handle] = Module(handle, ptx_module, kind, assembly.figures if assembly else None)
+    write_out(ctypes.c_void_p, module_out, handle)
+
+
+@api
+def cuModuleLoadData(module_out, image):
+    _load(module_out, image, {})
+
+
+@api
+def cuModuleLoadDataEx(module_out, image, count, options, values):
+    _load(module_out, image, _jit_options(count, options, values))
+
+
+@api
+def cuModuleLoadFatBinary(module_out, image):
+    _load(module_out, image, {})
+
+
+def _module(ctx: Context, handle: int) -> Module:
+    return lookup_handle(ctx.modules, handle, "module")
+
+
+@api
+def cuModuleUnload(handle):
+    ctx = current()
+    module = _module(ctx, handle)
+    ctx.synchronize()       # work using the module finishes before it goes away
+    for fh in module.functions.values():
+        ctx.functions.pop(fh, None)
+    free_globals(module.ptx, ctx.memory)
+    del ctx.modules[handle]
+
+
+@api
+def cuModuleGetFunction(function_out, module_handle, name):
+    ctx = current()
+    module = _module(ctx, module_handle)
+    name = name.decode() if name else ""
+    kernel = module.ptx.kernels.get(name)
+    if kernel is None:
+        known = ", ".join(sorted(module.ptx.kernels)) or "none"
+        raise EmuError("CUDA_ERROR_NOT_FOUND", f"no kernel named {name!r} in the module (kernels: {known})")
+    handle = module.functions.get(name)
+    if handle is None:
+        handle = module.functions[name] = ctx.new_handle()
+        ctx.functions[handle] = Function(handle, module, kernel)
+    write_out(ctypes.c_void_p, function_out, handle)
+
+
+@api
+def cuModuleGetGlobal(dptr_out, size_out, module_handle, name):
+    ctx = current()
+    module = _module(ctx, module_handle)
+    name = name.decode() if name else ""
+    symbols = getattr(module.ptx, "symbols", {})
+    if name not in symbols:
+        raise EmuError("CUDA_ERROR_NOT_FOUND", f"no global variable named {name!r} in the module")
+    address, size = symbols[name]
+    if dptr_out:
+        write_out(ctypes.c_uint64, dptr_out, address)
+    if size_out:
+        write_out(ctypes.c_size_t, size_out, size)
+
+
+def function_of(ctx: Context, handle: int) -> Function:
+    return lookup_handle(ctx.functions, handle, "function")
+
+
+@api
+def cuFuncGetAttribute(value_out, attribute, handle):
+    ctx = current()
+    f = function_of(ctx, handle)
+    k = f.kernel
+    used = f.resources()                 # ptxas's figures where it ran
+    values = {
+        "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK": k.max_threads_per_block,
+        "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES": used["shared"],
+        "CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES": used["const"],
+        "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES": used["local"],
+        "CU_FUNC_ATTRIBUTE_NUM_REGS": used["registers"],
+        "CU_FUNC_ATTRIBUTE_PTX_VERSION": k.ptx_version,
+        "CU_FUNC_ATTRIBUTE_BINARY_VERSION": k.binary_version,
+        "CU_FUNC_ATTRIBUTE_CACHE_MODE_CA": 0,
+        "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES": f.max_dynamic_shared,
+        "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT": -1,
+    }
+    by_number = {FUNCTION_ATTRIBUTE[name]: v for name, v in values.items()}
+    if attribute not in by_number:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"function attribute {attribute} is not supported")
+    write_out(ctypes.c_int, value_out, by_number[attribute])
+
+
+@api
+def cuFuncGetParamInfo(handle, index, offset_out, size_out):
+    ctx = current()
+    params = function_of(ctx, handle).kernel.params
+    if index >= len(params):
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"parameter index {index} >= parameter count {len(params)}")
+    if offset_out:
+        write_out(ctypes.c_size_t, offset_out, params[index].offset)
+    if size_out:
+        write_out(ctypes.c_size_t, size_out, params[index].size)
+

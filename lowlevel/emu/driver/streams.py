@@ -1,0 +1,130 @@
+"""The emulated driver's stream and event functions, and cuLaunchHostFunc."""
+import ctypes
+import threading
+
+from ...capi.prototypes import CUhostFn
+from .context import LEGACY_STREAM_HANDLES, Context, api, current, lookup_handle
+from .entry import write_out
+from .errors import EmuError
+from .queues import Event, Stream
+
+
+# ---- streams --------------------------------------------------------------------------------
+@api
+def cuStreamCreate(stream_out, flags):
+    ctx = current()
+    if flags & ~Stream.NON_BLOCKING:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown stream flags {flags:#x}")
+    handle = ctx.new_handle()
+    ctx.add_stream(handle, Stream(ctx, flags, f"stream-{handle:#x}"))
+    write_out(ctypes.c_void_p, stream_out, handle)
+
+
+@api
+def cuStreamDestroy(handle):
+    ctx = current(check_sticky=False)
+    if handle in LEGACY_STREAM_HANDLES:
+        raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown stream handle {handle:#x}")
+    # The driver returns at once and lets queued work finish; close() drains in its thread.
+    # Until it is done, that work still counts for cuCtxSynchronize and the legacy stream.
+    stream = ctx.retire_stream(handle)
+    threading.Thread(target=stream.close, daemon=True).start()
+
+
+@api
+def cuStreamSynchronize(handle):
+    ctx = current()
+    ctx.stream(handle).synchronize()
+    current()
+
+
+@api
+def cuStreamQuery(handle):
+    ctx = current()
+    if not ctx.stream(handle).idle():
+        raise EmuError("CUDA_ERROR_NOT_READY")
+
+
+@api
+def cuStreamWaitEvent(stream_handle, event_handle, flags):
+    ctx = current()
+    stream = ctx.stream(stream_handle)
+    event = _event(ctx, event_handle)
+    if flags not in (0,):
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown cuStreamWaitEvent flags {flags:#x}")
+    item = event.item                   # the record current now, even if re-recorded meanwhile
+    if item is not None and not item.done.is_set():
+        ctx.submit(stream, lambda: None, "wait event", extra_deps=[item])
+
+
+@api
+def cuLaunchHostFunc(stream_handle, fn, user_data):
+    ctx = current()
+    stream = ctx.stream(stream_handle)
+    if not fn:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL host function")
+    callback = CUhostFn(fn)
+    ctx.submit(stream, lambda: callback(user_data), "host function")
+
+
+# ---- events ---------------------------------------------------------------------------------
+def _event(ctx: Context, handle: int) -> Event:
+    return lookup_handle(ctx.events, handle, "event")
+
+
+@api
+def cuEventCreate(event_out, flags):
+    ctx = current()
+    if flags & ~(0x1 | 0x2 | 0x4):
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown event flags {flags:#x}")
+    handle = ctx.new_handle()
+    ctx.events[handle] = Event(flags)
+    write_out(ctypes.c_void_p, event_out, handle)
+
+
+@api
+def cuEventDestroy(handle):
+    ctx = current(check_sticky=False)
+    if ctx.events.pop(handle, None) is None:
+        raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown event handle {handle:#x}")
+
+
+@api
+def cuEventRecord(event_handle, stream_handle):
+    ctx = current()
+    event = _event(ctx, event_handle)
+    stream = ctx.stream(stream_handle)
+    ctx.record(event, stream)
+
+
+@api
+def cuEventSynchronize(handle):
+    ctx = current()
+    event = _event(ctx, handle)
+    if event.item is not None:
+        event.item.done.wait()
+    current()
+
+
+@api
+def cuEventQuery(handle):
+    ctx = current()
+    if not _event(ctx, handle).complete():
+        raise EmuError("CUDA_ERROR_NOT_READY")
+
+
+@api
+def cuEventElapsedTime(ms_out, start_handle, end_handle):
+    ctx = current()
+    start, end = _event(ctx, start_handle), _event(ctx, end_handle)
+    if not (start.timing and end.timing):
+        raise EmuError("CUDA_ERROR_INVALID_HANDLE", "an event was created with CU_EVENT_DISABLE_TIMING")
+    if start.item is None or end.item is None:
+        raise EmuError("CUDA_ERROR_INVALID_HANDLE", "an event has not been recorded")
+    if not (start.complete() and end.complete()):
+        raise EmuError("CUDA_ERROR_NOT_READY", "an event has not completed yet")
+    if start.time_ns is None or end.time_ns is None:     # skipped after a fault
+        raise EmuError("CUDA_ERROR_INVALID_HANDLE", "an event was never reached by its stream")
+    write_out(ctypes.c_float, ms_out, (end.time_ns - start.time_ns) / 1e6)
+
+

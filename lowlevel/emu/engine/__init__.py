@@ -1,0 +1,12 @@
+"""Running decoded PTX on numpy: decode, schedule, memory.
+
+    decode.py     PTX kernels -> Python basic blocks (the families of isa/ write the code);
+                  load_ptx: parse, inline calls, decode
+    scheduler.py  run_kernel: batches of CTAs, the converged and divergent paths, barriers,
+                  the watchdog, and the events tools observe
+    spaces.py     shared, local and generic accesses, module variables, atomics' dispatch
+    memory.py     the device memory arena (global memory) and its bounds checks
+    atomics.py    atomic read-modify-write on memory
+    stats.py      LaunchStats, and the grid/block shapes run_kernel takes
+    faults.py     KernelFault: what goes wrong while a kernel runs
+"""

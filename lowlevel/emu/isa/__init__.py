@@ -1,0 +1,28 @@
+"""The PTX instructions, one module per family, each registering into registry.py.
+
+    registry.py    the one registry: emitters by (opcode, form), runtime helpers, special registers
+    operands.py    what every family reads an instruction with (Mods, operands, type sets)
+    arith.py       add sub mul mad fma div rem, the unary operations, min max, logic, shifts
+    compare.py     setp set selp
+    convert.py     mov cvt, trap, membar/fence
+    half.py        the f16/bf16 (and pair) forms of arithmetic, setp and cvt
+    bits.py        popc clz brev bfind fns bfe bfi prmt lop3 shf mul24 sad dp4a/dp2a slct
+                   copysign testp
+    warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync's member rule
+    memops.py      ld st atom red cvta isspacep bar/barrier, mov of a variable's address
+    barred.py      bar.red (popc/and/or)
+    asyncopy.py    cp.async
+    calls.py       `call` of a .func (inlined at load), the .param words of a call
+    devassert.py   __assertfail (device assert)
+    addressing.py  the generic address windows and a kernel's shared/local layout
+    carry.py       the carry chain: add.cc addc sub.cc subc mad.cc madc
+    specials.py    special registers computed on the fly (%clock, %lanemask_*, %smid ...)
+    printf.py      device printf (vprintf): the format read and formatted per thread
+    numerics.py    the arithmetic of PTX in numpy: rounding, integer division, fma, conversions
+    divsqrt.py     directed rounding of division and square root
+
+The decoder (engine/decode.py) imports this package once, so every family has registered
+before it reads the registry; no family imports the decoder.
+"""
+from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, memops,  # noqa: F401
+               printf, specials, warp)

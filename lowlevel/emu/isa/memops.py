@@ -1,0 +1,416 @@
+"""Code generation for memory instructions in every state space, atomics and barriers.
+
+Registered into isa/registry.py:
+  ld / st       .global .const .shared .local .param(ld) and generic (no space)
+  atom / red    .add .min .max .inc .dec .and .or .xor .exch .cas on global, shared,
+                generic (semantics/scope qualifiers accepted: everything is sequentially
+                consistent here)
+  cvta          .global .const (identity), .shared .local (add/remove the generic window)
+  bar/barrier   .sync (id and optional thread count, immediates), bar.cta.sync,
+                barrier.sync.aligned: end their basic block (see engine/scheduler.py);
+                bar.warp.sync: checks the member mask (warp.py), nothing to wait for
+                (lanes run in lockstep; memory is sequentially consistent);
+                bar.red (popc/and/or): barred.py; bar.arrive: refused
+  cp.async      asyncopy.py (the copy at issue time; commit/wait are no-ops)
+  mov           of a variable name: its address in its own space (shared/local offset,
+                global address)
+Addresses: see addressing.py for the windows.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ptx.errors import PtxError
+from ..ptx.ir import TYPES, Addr, Imm, Instruction, Sym, Vec
+from . import barred
+from .addressing import LOCAL_WINDOW, SHARED_WINDOW
+from .operands import CACHE_MODS, Mods, operands, unsupported, view_name
+from .registry import SYMBOL, register
+
+_U64_MASK = (1 << 64) - 1
+_SPACES = ("global", "param", "shared", "local", "const", "generic", "tex")
+_SEMANTICS = {"relaxed", "acquire", "release", "acq_rel", "sc", "weak", "volatile", "mmio",
+              "cta", "gpu", "sys", "cluster"}
+
+
+def ends_block(ins: Instruction) -> bool:
+    """Barrier waits end a basic block (the scheduler parks lanes between blocks)."""
+    return ins.opcode in ("bar", "barrier") and "warp" not in ins.mods and \
+        ("sync" in ins.mods or "red" in ins.mods)
+
+
+def after_barrier(ins: Instruction):
+    """The instruction a barrier puts first in the next block (bar.red's result), or None."""
+    return barred.follower(ins)
+
+
+# --- variables and addresses -----------------------------------------------------------
+
+def symbol(g, ins: Instruction, name: str):
+    """(expression, space) of variable `name`'s address in its own state space."""
+    ck = g.ck
+    lay = ck.layout
+    if name in lay.shared:
+        ck.uses_shared = True
+        return g.const(np.uint64(lay.shared[name])), "shared"
+    if name in lay.local:
+        ck.uses_local = True
+        return g.const(np.uint64(lay.local[name])), "local"
+    var = getattr(ck.kernel, "module_variables", {}).get(name)
+    if var is not None and var.space in ("global", "const"):
+        nsname = ck.global_names.get(name)
+        if nsname is None:
+            nsname = ck.global_names[name] = f"_GV{len(ck.global_names)}"
+            g.ns[nsname] = np.uint64(0)   # spaces.bind_symbols sets the address at load
+        return nsname, var.space
+    if any(p.name == name for p in ck.kernel.params):
+        raise unsupported(ins, f"the address of parameter {name}")
+    raise PtxError(ins.line, f"unknown variable {name!r}: {ins.text}")
+
+
+def _add(g, expr: str, offset: int) -> str:
+    if not offset:
+        return expr
+    return f"({expr} + {g.const(np.uint64(offset & _U64_MASK))})"
+
+
+def address(g, ins: Instruction, addr, space: str) -> str:
+    """Expression of the address operand `[...]` for an access in `space`."""
+    if not isinstance(addr, Addr):
+        raise PtxError(ins.line, f"expected an address [..]: {ins.text}")
+    if isinstance(addr.base, Sym):
+        expr, vspace = symbol(g, ins, addr.base.name)
+        if space == "generic":
+            if vspace == "shared":
+                expr = _add(g, expr, SHARED_WINDOW)
+            elif vspace == "local":
+                expr = _add(g, expr, LOCAL_WINDOW)
+        elif space == "const" and vspace == "global" or space == "global" and vspace == "const":
+            pass                       # both live in the arena
+        elif vspace != space:
+            raise PtxError(ins.line, f"{addr.base.name} is a .{vspace} variable, "
+                                     f"accessed as .{space}: {ins.text}")
+        return _add(g, expr, addr.offset)
+    if addr.base is None:
+        return g.const(np.uint64(addr.offset & _U64_MASK))
+    if space == "shared":
+        g.ck.uses_shared = True
+    elif space == "local":
+        g.ck.uses_local = True
+    return _add(g, g.read(ins, addr.base, "u64"), addr.offset)
+
+
+# --- ld / st -------------------------------------------------------------------------
+
+def take_space(ins: Instruction, m: Mods, *spaces) -> str | None:
+    """The state space among `spaces` that the instruction names, reading .shared::cta
+    as .shared (the CTA's own shared memory) and refusing .shared::cluster."""
+    space = m.take(*spaces)
+    if "shared" in spaces:
+        for x in list(m.left):
+            if x.startswith("shared::"):
+                if x != "shared::cta":
+                    raise unsupported(ins, f".{x}")
+                m.left.remove(x)
+                space = "shared"
+    return space
+
+
+def _memory_mods(ins: Instruction, m: Mods):
+    space = take_space(ins, m, *_SPACES)
+    m.take_all(CACHE_MODS)
+    m.take_all({"L1", "L2", "level"})
+    m.take("unified")
+    vec = m.take("v2", "v4", "v8")
+    t = m.one_type()
+    m.done()
+    if space == "tex":
+        raise unsupported(ins, ".tex memory")
+    if t == "pred" or t == "b128":
+        raise unsupported(ins, f".{t} accesses")
+    if vec == "v8":
+        raise unsupported(ins, ".v8 accesses")
+    return space or "generic", int(vec[1:]) if vec else 1, t
+
+
+def operands_less_policy(g, ins: Instruction, least: int) -> list:
+    """The operands of a memory instruction without the cache-policy operand that
+    `.L2::cache_hint` appends (read, so that a bad one is refused, and otherwise ignored:
+    caches do not change results). `least`: how many operands come before the policy."""
+    ops = list(ins.operands)
+    if any(x.startswith("L2::cache_hint") for x in ins.mods):
+        if len(ops) <= least:
+            raise PtxError(ins.line, f"{ins.opcode} with .L2::cache_hint needs a cache policy "
+                                     f"operand: {ins.text}")
+        g.read(ins, ops.pop(), "b64")
+    return ops
+
+
+def _call(space: str, what: str) -> str:
+    if space in ("global", "const"):
+        return f"C.{what}("                      # the arena fast path (engine.py)
+    return f"C.{what}_space({space!r}, "
+
+
+def emit_ld(g, ins: Instruction) -> None:
+    m = Mods(ins)
+    space, vec, t = _memory_mods(ins, m)
+    ops = operands_less_policy(g, ins, 2)
+    if len(ops) != 2:
+        raise PtxError(ins.line, f"ld takes 2 operands: {ins.text}")
+    d, addr = ops
+    guard = g.guard(ins)
+    size, kind = TYPES[t]
+    dests = d.elems if isinstance(d, Vec) else [d]
+    if len(dests) != vec:
+        raise PtxError(ins.line, f"ld.v{vec} needs {vec} destinations: {ins.text}")
+    raw_t = f"u{size * 8}" if kind != "s" else t
+    if space == "param":
+        if not (isinstance(addr, Addr) and isinstance(addr.base, Sym)):
+            raise unsupported(ins, "ld.param through a register address")
+        p = next((p for p in g.ck.kernel.params if p.name == addr.base.name), None)
+        if p is None:
+            raise PtxError(ins.line, f"unknown parameter {addr.base.name}: {ins.text}")
+        off = p.offset + addr.offset
+        # A load wider than its parameter, or at an offset from it, is no error for ptxas
+        # ("potential out of bound access", an info): it reads whatever follows in the
+        # parameter buffer, padding and later parameters (C.param: 0xFF past its end).
+        if off < 0:
+            raise unsupported(ins, "ld.param before the first parameter (the driver's own "
+                                   "constants on a GPU)")
+        if off % (size * vec):
+            raise unsupported(ins, f"ld.param at parameter offset {off}, not a multiple of "
+                                   f"its {size * vec}-byte access size")
+        for i, e in enumerate(dests):
+            g.write(ins, e, f"C.param({off + i * size}, {view_name(raw_t)})", raw_t, guard)
+        return
+    a = address(g, ins, addr, space)
+    iid = g.ns["_register_instruction"](ins)
+    tmp = g.fresh()
+    gexpr = guard if guard is not None else "None"
+    g.emit(f"{tmp} = {_call(space, 'load')}{a}, {size}, {vec}, {iid}, {gexpr})")
+    for i, e in enumerate(dests):
+        col = tmp if vec == 1 else f"{tmp}[:, {i}]"
+        value = col if kind != "s" else f"{col}.view({view_name(t)})"
+        g.write(ins, e, value, raw_t, guard)
+
+
+def emit_st(g, ins: Instruction) -> None:
+    m = Mods(ins)
+    space, vec, t = _memory_mods(ins, m)
+    if space == "param":
+        raise unsupported(ins, "st.param outside a call sequence")
+    if space == "const":
+        raise PtxError(ins.line, f"constant memory is read-only: {ins.text}")
+    ops = operands_less_policy(g, ins, 2)
+    if len(ops) != 2:
+        raise PtxError(ins.line, f"st takes 2 operands: {ins.text}")
+    addr, src = ops
+    guard = g.guard(ins)
+    size, kind = TYPES[t]
+    srcs = src.elems if isinstance(src, Vec) else [src]
+    if len(srcs) != vec or None in srcs:
+        raise PtxError(ins.line, f"st.v{vec} needs {vec} sources: {ins.text}")
+    values = []
+    for s in srcs:
+        if isinstance(s, Imm) and kind == "f":
+            values.append(f"{g.read(ins, s, t)}.view(_U{size * 8})")
+        else:
+            values.append(g.read(ins, s, f"u{size * 8}"))
+    a = address(g, ins, addr, space)
+    iid = g.ns["_register_instruction"](ins)
+    gexpr = guard if guard is not None else "None"
+    value = values[0] if vec == 1 else "(" + ", ".join(values) + ",)"
+    g.emit(f"{_call(space, 'store')}{a}, {size}, {vec}, {value}, {iid}, {gexpr})")
+
+
+# --- atomics -------------------------------------------------------------------------
+
+_ATOM_TYPES = {
+    "add": {"u32", "s32", "u64", "s64", "f32", "f64"},
+    "min": {"u32", "s32", "u64", "s64"}, "max": {"u32", "s32", "u64", "s64"},
+    "inc": {"u32"}, "dec": {"u32"},
+    "and": {"b32", "b64"}, "or": {"b32", "b64"}, "xor": {"b32", "b64"},
+    "exch": {"b32", "b64"}, "cas": {"b32", "b64"},
+}
+
+
+def emit_atom(g, ins: Instruction) -> None:
+    is_red = ins.opcode == "red"
+    m = Mods(ins)
+    space = take_space(ins, m, "global", "shared", "generic") or "generic"
+    m.take_all(_SEMANTICS)
+    m.take_all({"L2"})
+    op = m.take(*_ATOM_TYPES)
+    if op is None:
+        raise unsupported(ins, "operation")
+    if m.take("noftz"):
+        raise unsupported(ins, ".noftz (half-precision atomics)")
+    vec = m.take("v2", "v4", "v8")
+    if vec:
+        raise unsupported(ins, f".{vec} atomics")
+    ts = m.types()
+    m.done()
+    if len(ts) != 1:
+        raise PtxError(ins.line, f"expected one type on {ins.opcode}: {ins.text}")
+    t = ts[0]
+    if t not in _ATOM_TYPES[op]:
+        raise unsupported(ins, f".{op} on .{t}")
+    ops = operands_less_policy(g, ins, 2)
+    n_src = 2 if op == "cas" else 1
+    want = (0 if is_red else 1) + 1 + n_src
+    if len(ops) != want:
+        raise PtxError(ins.line, f"{ins.opcode}.{op} takes {want} operands: {ins.text}")
+    d = None if is_red else ops[0]
+    addr = ops[0 if is_red else 1]
+    srcs = ops[(1 if is_red else 2):]
+    guard = g.guard(ins)
+    size, kind = TYPES[t]
+    ut = f"u{size * 8}"
+    vals = []
+    for s in srcs:
+        if isinstance(s, Imm) and kind == "f":
+            vals.append(f"{g.read(ins, s, t)}.view(_U{size * 8})")
+        else:
+            vals.append(g.read(ins, s, ut))
+    if space == "shared":
+        g.ck.uses_shared = True
+    a = address(g, ins, addr, space)
+    iid = g.ns["_register_instruction"](ins)
+    gexpr = guard if guard is not None else "None"
+    c = vals[1] if op == "cas" else "None"
+    call = f"C.atom({space!r}, {a}, {op!r}, {t!r}, {vals[0]}, {c}, {iid}, {gexpr}"
+    if is_red:
+        g.emit(call + ", False)")
+        return
+    tmp = g.fresh()
+    g.emit(f"{tmp} = {call})")
+    g.write(ins, d, tmp, ut, guard)
+
+
+# --- cvta ----------------------------------------------------------------------------
+
+def emit_cvta(g, ins: Instruction) -> None:
+    m = Mods(ins)
+    to = m.take("to")
+    space = take_space(ins, m, "global", "shared", "local", "const", "param")
+    t = m.one_type({"u32", "u64"})
+    m.done()
+    if space is None:
+        raise PtxError(ins.line, f"cvta needs a state space: {ins.text}")
+    if space == "param":
+        raise unsupported(ins, ".param addresses")
+    d, a = operands(ins, 2)
+    guard = g.guard(ins)
+    if isinstance(a, Sym):
+        if to:
+            raise PtxError(ins.line, f"cvta.to takes a generic address, not a variable: {ins.text}")
+        expr, vspace = symbol(g, ins, a.name)
+        if vspace != space and {vspace, space} != {"global", "const"}:
+            raise PtxError(ins.line, f"{a.name} is a .{vspace} variable: {ins.text}")
+    else:
+        expr = g.read(ins, a, "u64")
+    if space == "shared":
+        g.ck.uses_shared = True
+    elif space == "local":
+        g.ck.uses_local = True
+    base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(space, 0)
+    if base:
+        k = g.const(np.uint64(base))
+        expr = f"({expr} - {k})" if to else f"({expr} + {k})"
+    if t == "u32":
+        g.write(ins, d, f"({expr} & _U64(0xFFFFFFFF)).astype(_U32)", "u32", guard)
+    else:
+        g.write(ins, d, expr, "u64", guard)
+
+
+# --- mov of a variable's address -------------------------------------------------------
+
+def emit_mov_address(g, ins: Instruction) -> None:
+    """mov d, variable (the SYMBOL form of mov): the variable's address in its space."""
+    ops = ins.operands
+    m = Mods(ins)
+    t = m.one_type({"u32", "u64", "b32", "b64", "s32", "s64"})
+    m.done()
+    guard = g.guard(ins)
+    expr, _ = symbol(g, ins, ops[1].name)
+    if TYPES[t][0] == 4:
+        g.write(ins, ops[0], f"({expr} & _U64(0xFFFFFFFF)).astype(_U32)", "u32", guard)
+    else:
+        g.write(ins, ops[0], expr, "u64", guard)
+
+
+# --- barriers ------------------------------------------------------------------------
+
+def emit_bar(g, ins: Instruction) -> None:
+    m = Mods(ins)
+    if m.take("warp"):
+        m.take("sync")
+        m.done()
+        (mask,) = operands(ins, 1)
+        guard = g.guard(ins)
+        iid = g.ns["_register_instruction"](ins)
+        g.emit(f"_warp_sync(C, {g.read(ins, mask, 'u32')}, {iid}, "
+               f"{guard if guard is not None else 'None'})")      # the member mask rule (warp.py)
+        return
+    m.take("cta")
+    kind = m.take("sync", "arrive", "red")
+    m.take("aligned")
+    if kind is None:
+        raise unsupported(ins, "barrier form")
+    if kind == "red":
+        barred.emit_bar_red(g, ins, m, _barrier_id_count)
+        return
+    if kind != "sync":
+        raise unsupported(ins, f".{kind} barriers")
+    m.done()
+    if ins.guard is not None:
+        raise unsupported(ins, "a predicated barrier")
+    g.barrier = _barrier_id_count(ins, ins.operands)
+
+
+def _barrier_id_count(ins: Instruction, ops) -> tuple:
+    """(barrier id, thread count or 0) of a barrier's operands (immediates only)."""
+    if not 1 <= len(ops) <= 2:
+        raise PtxError(ins.line, f"{ins.opcode}.sync takes a barrier id and an optional "
+                                 f"thread count: {ins.text}")
+    if not isinstance(ops[0], Imm) or ops[0].is_float:
+        raise unsupported(ins, "a barrier id in a register")
+    bid = int(ops[0].value)
+    if not 0 <= bid < 16:
+        raise PtxError(ins.line, f"barrier id {bid} is outside 0..15: {ins.text}")
+    count = 0
+    if len(ops) == 2:
+        if not isinstance(ops[1], Imm) or ops[1].is_float:
+            raise unsupported(ins, "a barrier thread count in a register")
+        count = int(ops[1].value)
+        if count <= 0 or count % 32:
+            raise PtxError(ins.line, f"barrier thread count {count} must be a positive "
+                                     f"multiple of 32: {ins.text}")
+    return bid, count
+
+
+def emit_isspacep(g, ins: Instruction) -> None:
+    """isspacep.{global,shared,local} p, a: which window a generic address lies in."""
+    m = Mods(ins)
+    space = take_space(ins, m, "global", "shared", "local", "const", "param")
+    m.done()
+    if space not in ("global", "shared", "local"):
+        raise unsupported(ins, f".{space}" if space else "missing state space")
+    d, a = operands(ins, 2)
+    x = g.read(ins, a, "u64")
+    sh_lo, lo_lo = g.const(np.uint64(SHARED_WINDOW)), g.const(np.uint64(LOCAL_WINDOW))
+    span = g.const(np.uint64(1 << 32))
+    in_sh = f"(({x} >= {sh_lo}) & ({x} < {sh_lo} + {span}))"
+    in_lo = f"(({x} >= {lo_lo}) & ({x} < {lo_lo} + {span}))"
+    expr = {"shared": in_sh, "local": in_lo, "global": f"(~({in_sh} | {in_lo}))"}[space]
+    g.write(ins, d, expr, "pred", g.guard(ins))
+
+
+register(emit_isspacep, "isspacep")
+register(emit_ld, "ld")
+register(emit_st, "st")
+register(emit_atom, "atom", "red")
+register(emit_cvta, "cvta")
+register(emit_mov_address, "mov", forms=(SYMBOL,))
+register(emit_bar, "bar", "barrier")

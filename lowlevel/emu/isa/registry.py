@@ -1,0 +1,73 @@
+"""The one registry the instruction families fill and the decoder reads.
+
+    EMITTERS         (opcode, form) -> emitter(gen, ins): writes the Python of one instruction
+    RUNTIME          name -> helper that generated code calls (`_popc`, `_shfl`, ...)
+    SPECIAL_READERS  special register -> reader(gen, ins, ptype): an expression computed on
+                     the fly (%clock, %lanemask_lt, ...)
+
+An emitter registers for an opcode and a form: ANY takes every instruction of that opcode;
+a type family ("f16", "bf16": the half types and their pairs) takes the instructions of
+that type; CARRY (`.cc`) and SYMBOL (`mov d, variable`) take those forms. `lookup` tries
+the instruction's own forms first, then ANY. Every key is registered once (a second
+registration is an error), so nothing depends on the order the families are imported in
+and no emitter wraps another.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..ptx.ir import Instruction, Sym
+
+ANY = ""
+CARRY = "cc"
+SYMBOL = "symbol"
+TYPE_FAMILIES = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16"}
+
+EMITTERS: dict[tuple[str, str], Callable] = {}
+RUNTIME: dict[str, object] = {}
+SPECIAL_READERS: dict[str, Callable] = {}
+
+
+def register(emitter: Callable, *opcodes: str, forms=(ANY,)) -> Callable:
+    """Make `emitter` the one for each of `opcodes` in each of `forms`."""
+    for opcode in opcodes:
+        for form in forms:
+            key = (opcode, form)
+            if key in EMITTERS:
+                raise RuntimeError(f"two emitters for {key}: {EMITTERS[key].__qualname__} "
+                                   f"and {emitter.__qualname__}")
+            EMITTERS[key] = emitter
+    return emitter
+
+
+def provide(**helpers) -> None:
+    """Runtime helpers for generated code, by the name it calls them with."""
+    for name, helper in helpers.items():
+        if name in RUNTIME:
+            raise RuntimeError(f"runtime helper {name} provided twice")
+        RUNTIME[name] = helper
+
+
+def special_register(name: str, reader: Callable) -> None:
+    if name in SPECIAL_READERS:
+        raise RuntimeError(f"special register {name} registered twice")
+    SPECIAL_READERS[name] = reader
+
+
+def forms_of(ins: Instruction) -> list[str]:
+    """The forms `ins` has, most specific first, ANY last."""
+    forms = [TYPE_FAMILIES[m] for m in ins.mods if m in TYPE_FAMILIES][:1]
+    if "cc" in ins.mods:
+        forms.append(CARRY)
+    if len(ins.operands) == 2 and isinstance(ins.operands[1], Sym):
+        forms.append(SYMBOL)
+    return [*forms, ANY]
+
+
+def lookup(ins: Instruction) -> Callable | None:
+    """The emitter for `ins`, or None when no family knows its opcode in any of its forms."""
+    for form in forms_of(ins):
+        emitter = EMITTERS.get((ins.opcode, form))
+        if emitter is not None:
+            return emitter
+    return None

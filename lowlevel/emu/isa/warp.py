@@ -1,0 +1,462 @@
+"""Warp-level instructions and the special registers computed on the fly.
+
+shfl.sync, vote.sync, activemask, match.sync, redux.sync work on the (warps, 32) view of
+the batch: each CTA of a batch is padded to whole warps, so batch lane L is lane L % 32 of
+warp L // 32. Which lanes take part is what the engine says runs now:
+
+- converged path (`C.lanes is None`): every lane of the batch except exited/padding
+  lanes (`C.active`, None = all);
+- divergent path: only the gathered lanes `C.lanes` (batch lane numbers) run; the
+  generated block sees arrays over those lanes only.
+
+The member mask is checked as the CUDA programming guide states the rule (check_members):
+each executing lane has its own bit set, and every lane the mask names that has not exited
+(nor stands at an unguarded ret/exit) executes the same instruction now with the same mask;
+otherwise the launch fails with CUDA_ERROR_LAUNCH_FAILED naming kernel, block, warp, lane,
+PTX line, mask and the missing lanes (on a GPU: undefined, garbage or a hang). The
+converged path with the full mask and no guard costs nothing.
+
+Each lane's own member mask decides what it sees (PTX ISA): redux and vote reduce over the
+non-exited lanes of it, match compares within it, and lanes of one warp may run the same
+instruction at once as separate groups, each with its own mask (CUB's logical warps).
+
+A guard predicate removes a lane as if it were inactive. A shuffle whose source lane is
+not active, predicated off, or not in the reading lane's member mask reads an undefined
+value on hardware (PTX ISA); here it reads the reading lane's own value: deterministic,
+never a crash, and never the source's value that a buggy kernel could come to rely on.
+
+Special registers computed on the fly (%clock, %lanemask_*, %smid ...): specials.py.
+"""
+from __future__ import annotations
+
+
+import numpy as np
+
+from .operands import Mods, operands, unsupported
+from ..engine.faults import KernelFault
+from ..ptx.errors import PtxError
+from ..ptx.ir import PredPair
+from .registry import provide, register
+
+WARP = 32
+U32, U64, I64 = np.uint32, np.uint64, np.int64
+
+_LANE32 = np.arange(WARP, dtype=I64)
+_FULL_MASK = 0xFFFFFFFF
+
+
+# --- lane bookkeeping --------------------------------------------------------------------
+
+def current_lanes(C):
+    """Batch lane number of each current lane."""
+    if C.lanes is None:
+        return np.arange(C.n, dtype=I64)
+    return C.lanes.astype(I64, copy=False)
+
+
+def _participating(C, guard):
+    """bool array over the current lanes: running now and guard true."""
+    act = C.active
+    if act is None:
+        act = np.ones(C.n, bool)
+    if guard is not None:
+        if isinstance(guard, np.ndarray):
+            act = act & guard
+        elif not guard:
+            act = np.zeros(C.n, bool)
+    return act
+
+
+def _to_batch(C, x, fill, dtype):
+    """An array over the current lanes scattered into one over the whole batch (lanes not
+    current hold `fill`)."""
+    if C.lanes is None:
+        return x
+    full = np.full(C.n_lanes, fill, dtype)
+    full[C.lanes] = x
+    return full
+
+
+def _warp_view(C, a, part):
+    """(values, on) of the current lanes as (warps, 32) arrays over the batch: a value per
+    lane, and whether the lane takes part now."""
+    a = _full(a, C.n, type(a) if not isinstance(a, np.ndarray) else a.dtype)
+    vals = _to_batch(C, a, 0, a.dtype)
+    on = _to_batch(C, part, False, bool)
+    return vals.reshape(-1, WARP), on.reshape(-1, WARP)
+
+
+def _words(bits):
+    """Per-warp u32 words of a bool array over the batch."""
+    return np.packbits(bits.reshape(-1, WARP), axis=1, bitorder="little").view("<u4")[:, 0]
+
+
+def _ballot_words(C, bits):
+    """Per-warp u32 ballot of a bool array over the current lanes; returns the word of
+    each current lane's warp."""
+    words = _words(_to_batch(C, bits, False, bool))
+    if C.lanes is None:
+        return np.repeat(words, WARP).astype(U32)
+    return words[C.lanes // WARP].astype(U32)
+
+
+# --- the member mask ---------------------------------------------------------------------
+
+def _exiting(ck):
+    """bool per PC (exit_pc included, False): the block is an unguarded ret/exit, so a
+    lane there is as good as exited (on a GPU a warp instruction waiting for it sees it
+    exit)."""
+    table = ck.__dict__.get("_emu_exiting")
+    if table is None:
+        table = np.zeros(ck.exit_pc + 1, bool)
+        for blk in ck.blocks:
+            ins = blk.instructions
+            table[blk.index] = len(ins) == 1 and ins[0].opcode in ("ret", "exit") \
+                and ins[0].guard is None
+        ck.__dict__["_emu_exiting"] = table
+    return table
+
+
+def check_members(C, what, mask, guard, iid):
+    """The rule of every *.sync warp instruction (CUDA programming guide): each executing
+    lane has its own bit in its member mask, every lane the mask names that has not exited
+    executes this same instruction now, with the same mask. Anything else is undefined on
+    a GPU (garbage or a hang): a KernelFault here. Only the warps of executing lanes are
+    looked at, so a small divergent group costs little in a large batch."""
+    uniform = not isinstance(mask, np.ndarray)
+    if uniform and guard is None and C.lanes is None and int(mask) & _FULL_MASK == _FULL_MASK:
+        return                  # converged, every live lane here, the full mask: nothing to check
+    part = _participating(C, guard)
+    lanes = current_lanes(C)[part]                     # batch lanes that execute it
+    if lanes.size == 0:
+        return
+    warps, slot = np.unique(lanes // WARP, return_inverse=True)
+    col = lanes % WARP
+    batch = warps[:, None] * WARP + _LANE32             # (K, 32) batch lane numbers
+    exe = np.zeros(batch.shape, bool)
+    exe[slot, col] = True
+    if C.lanes is None:
+        live = np.ones(batch.shape, bool) if C.active is None else C.active[batch]
+    else:                       # divergent: not exited, nor about to (an unguarded ret/exit)
+        pcs = C.pcs[batch]
+        exit_pc = C.ck.exit_pc
+        live = (pcs != exit_pc) & ~_exiting(C.ck)[np.minimum(pcs, exit_pc)]
+    M = np.zeros(batch.shape, U32)
+    M[slot, col] = U32(int(mask) & _FULL_MASK) if uniform else np.asarray(mask).astype(U32)[part]
+    own = exe & (((M >> _LANE32.astype(U32)) & U32(1)) == 0)
+    absent = _words(live) & ~_words(exe)                # per warp: live lanes not executing
+    missing = np.where(exe, M & absent[:, None], U32(0))
+    other = np.full(batch.shape, -1, I64)
+    if not uniform:             # a lane named in the mask runs it with another mask
+        named = (((M[:, :, None] >> _LANE32.astype(U32)) & U32(1)) != 0) & exe[:, None, :] \
+            & exe[:, :, None]
+        differs = named & (M[:, :, None] != M[:, None, :])
+        other = np.where(differs.any(axis=2), np.argmax(differs, axis=2), -1)
+    bad = own | (missing != 0) | (other >= 0)
+    if not bad.any():
+        return
+    k, j = np.unravel_index(int(np.argmax(bad)), bad.shape)
+    b = int(batch[k, j])
+    mb = int(M[k, j])
+    ins = C.ck.instructions[iid]
+    if own[k, j]:
+        why = f"the lane's own bit is not set in its member mask {mb:#010x}"
+    elif missing[k, j]:
+        names = [x for x in range(WARP) if (int(missing[k, j]) >> x) & 1]
+        why = (f"member mask {mb:#010x} names lanes {names} of the warp, which have not exited "
+               f"but do not execute this instruction now (they are elsewhere in the kernel, "
+               f"or their guard predicate is false)")
+        if what == "bar.warp.sync":
+            why += ("; a GPU would wait for them at their own bar.warp.sync, which the "
+                    "emulated GPU cannot do")
+    else:
+        o = int(other[k, j])
+        why = (f"member mask {mb:#010x} names lane {o}, which executes it with another mask "
+               f"{int(M[k, o]):#010x}")
+    t = b % C.padded
+    raise KernelFault(
+        "CUDA_ERROR_LAUNCH_FAILED",
+        f"{C.name}: {what} with an invalid member mask in block {C.block_name(b // C.padded)}, "
+        f"warp {t // WARP}, lane {t % WARP} (thread {C.who_batch(b).split(' thread ')[1]}), "
+        f"PTX line {ins.line}: {ins.text}: {why}. The result is undefined on a GPU: each "
+        f"executing thread must be in the mask, and every non-exited thread it names must "
+        f"execute the same instruction with the same mask")
+
+
+def warp_sync(C, mask, iid, guard):
+    """bar.warp.sync: lanes run in lockstep here and memory is sequentially consistent, so
+    only the member mask is checked."""
+    check_members(C, "bar.warp.sync", mask, guard, iid)
+
+
+def _full(x, n, dtype):
+    if isinstance(x, np.ndarray):
+        return x
+    return np.full(n, x, dtype)
+
+
+# --- runtime helpers ---------------------------------------------------------------------
+
+def _in_mask(mask, lane):
+    """Whether `lane` (an array of lane numbers 0..31) is named in `mask` (a number, or an
+    array of per-lane masks of the same length)."""
+    m = np.asarray(mask).astype(U32, copy=False)
+    return ((m >> np.asarray(lane).astype(U32)) & U32(1)) != 0
+
+
+def shfl(C, mode, a, b, c, mask, guard, iid):
+    """shfl.sync: (value, in-range predicate) per current lane (ISA pseudo-code). A source
+    lane that is inactive, predicated off or not in the reading lane's member mask gives an
+    undefined value (PTX ISA): here the reading lane's own value."""
+    check_members(C, "shfl.sync", mask, guard, iid)
+    n = C.n
+    uniform_bc = not isinstance(b, np.ndarray) and not isinstance(c, np.ndarray)
+    if C.lanes is None and uniform_bc:
+        lane = _LANE32                       # every warp looks the same: compute once
+    else:
+        lane = current_lanes(C) % WARP
+    bval = (np.asarray(b).astype(I64) & 31)
+    cval = (np.asarray(c).astype(I64) & 31)
+    segmask = (np.asarray(c).astype(I64) >> 8) & 31
+    max_lane = (lane & segmask) | (cval & ~segmask)
+    min_lane = lane & segmask
+    if mode == "up":
+        j = lane - bval
+        pval = j >= max_lane
+    elif mode == "down":
+        j = lane + bval
+        pval = j <= max_lane
+    elif mode == "bfly":
+        j = lane ^ bval
+        pval = j <= max_lane
+    else:
+        j = min_lane | (bval & ~segmask)
+        pval = j <= max_lane
+    j = np.where(pval, j, lane)
+    every_source_defined = (C.lanes is None and C.active is None and guard is None
+                            and not isinstance(mask, np.ndarray) and bool(_in_mask(mask, j).all()))
+    if C.lanes is None and uniform_bc:
+        pred = np.tile(pval, n // WARP)
+        if not isinstance(a, np.ndarray):
+            return a, pred
+        if every_source_defined:
+            return a.reshape(-1, WARP)[:, j].reshape(-1), pred
+        j = np.tile(j, n // WARP)
+        lane = np.tile(lane, n // WARP)
+        pval = pred
+    elif not isinstance(a, np.ndarray):
+        return a, np.broadcast_to(pval, (n,)).copy()
+    j = np.broadcast_to(j, (n,))
+    src = current_lanes(C) - lane + j                  # batch lane of each source
+    on = _to_batch(C, _participating(C, guard), False, bool)
+    defined = on[src] & _in_mask(mask, j)
+    if C.lanes is None:
+        return np.where(defined, a[src], a), pval
+    pos = np.full(C.n_lanes, -1, I64)
+    pos[C.lanes] = np.arange(n)
+    idx = pos[src]                                      # a source that runs now is current
+    return np.where(defined, a[np.maximum(idx, 0)], a), pval
+
+
+def vote(C, mode, p, mask, guard, iid=None):
+    part = _participating(C, guard)
+    act = _ballot_words(C, part)
+    if mode == "activemask":
+        return act
+    check_members(C, "vote.sync", mask, guard, iid)
+    pb = _ballot_words(C, part & p if isinstance(p, np.ndarray) else part & bool(p))
+    m = act & np.asarray(mask, U32)
+    if mode == "ballot":
+        return pb & np.asarray(mask, U32)
+    if mode == "all":
+        return (m & ~pb) == 0
+    if mode == "any":
+        return (m & pb) != 0
+    t = m & pb                                   # uni: all or none of the members
+    return (t == 0) | (t == m)
+
+
+def _mask_view(C, mask):
+    """The per-lane member masks (an array over the current lanes) as a (warps, 32) u32
+    array over the batch (lanes not current hold 0)."""
+    return _to_batch(C, mask.astype(U32, copy=False), 0, U32).reshape(-1, WARP)
+
+
+def _per_lane(C, r):
+    """A (warps, 32) array over the batch as an array over the current lanes."""
+    r = r.reshape(-1)
+    return r if C.lanes is None else r[C.lanes]
+
+
+def match(C, mode, a, mask, guard, iid):
+    """match.sync (PTX ISA): .any gives the lanes of the member mask that take part and
+    hold the same value; .all gives the lanes of the member mask that take part if they
+    all hold the same value (else 0), and whether they do."""
+    part = _participating(C, guard)
+    check_members(C, "match.sync", mask, guard, iid)
+    V, O = _warp_view(C, a, part)
+    eq = (V[:, :, None] == V[:, None, :]) & O[:, None, :]          # (W, 32 me, 32 other)
+    words = np.packbits(eq, axis=2, bitorder="little").view("<u4")[:, :, 0].reshape(-1)
+    actw = np.packbits(O, axis=1, bitorder="little").view("<u4")[:, 0]
+    if C.lanes is not None:
+        words = words[C.lanes]
+        actw = actw[C.lanes // WARP]
+    else:
+        actw = np.repeat(actw, WARP)
+    m = np.asarray(mask, U32)
+    same = words & m
+    if mode == "any":
+        return same.astype(U32), None
+    members = actw & m
+    ok = same == members
+    return np.where(ok, members, U32(0)).astype(U32), ok
+
+
+def _reduce(op, V, sel, axis):
+    """`op` of the values V where sel is True, along `axis` (V broadcast to sel)."""
+    V = np.broadcast_to(V, sel.shape)
+    if op == "add":
+        return np.where(sel, V.astype(I64), 0).sum(axis=axis).astype(V.dtype)
+    if op in ("min", "max"):
+        info = np.iinfo(V.dtype)
+        fill = V.dtype.type(info.max if op == "min" else info.min)
+        return (np.min if op == "min" else np.max)(np.where(sel, V, fill), axis=axis)
+    ident = ~V.dtype.type(0) if op == "and" else V.dtype.type(0)
+    fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+    return fn.reduce(np.where(sel, V, ident), axis=axis)
+
+
+def redux(C, op, a, mask, guard, iid):
+    """redux.sync: each participant gets `op` over the lanes of its own member mask that
+    take part (PTX ISA: across all non-exited threads in the membermask; check_members has
+    made sure every one of those runs it now, with the same mask)."""
+    part = _participating(C, guard)
+    check_members(C, "redux.sync", mask, guard, iid)
+    V, O = _warp_view(C, a, part)
+    if not isinstance(mask, np.ndarray):        # one mask: one result per warp
+        r = _reduce(op, V, O & _in_mask(mask, _LANE32), axis=1)
+        return np.repeat(r, WARP) if C.lanes is None else r[C.lanes // WARP]
+    M = _mask_view(C, mask)
+    sel = O[:, None, :] & _in_mask(M[:, :, None], _LANE32)    # (W, 32 me, 32 member)
+    return _per_lane(C, _reduce(op, V[:, None, :], sel, axis=2))
+
+
+provide(_shfl=shfl, _vote=vote, _match=match, _redux=redux, _warp_sync=warp_sync)
+
+# --- emitters ------------------------------------------------------------------------------
+
+
+def _guard_expr(g, ins):
+    guard = g.guard(ins)
+    return guard, (guard if guard is not None else "None")
+
+
+def _write_pair(g, ins, d, p, r, guard):
+    """Write the (value, predicate) pair `r` that shfl and match return to d and p (if
+    the instruction has the |p destination)."""
+    g.write(ins, d, f"{r}[0]", "u32", guard)
+    if p is not None:
+        g.write(ins, p, f"{r}[1]", "pred", guard)
+
+
+def emit_shfl(g, ins):
+    m = Mods(ins)
+    if not m.take("sync"):
+        raise unsupported(ins, "shfl without .sync (removed for sm_70 and later)")
+    mode = m.take("up", "down", "bfly", "idx")
+    m.one_type({"b32"})
+    m.done()
+    if mode is None:
+        raise PtxError(ins.line, f"shfl.sync needs .up/.down/.bfly/.idx: {ins.text}")
+    d, a, b, c, mask = operands(ins, 5)
+    guard, gexpr = _guard_expr(g, ins)
+    p = q = None
+    if isinstance(d, PredPair):
+        d, p = d.p, d.q
+    iid = g.ns["_register_instruction"](ins)
+    r = g.fresh()
+    g.emit(f"{r} = _shfl(C, {mode!r}, {g.read(ins, a, 'u32')}, {g.read(ins, b, 'u32')}, "
+           f"{g.read(ins, c, 'u32')}, {g.read(ins, mask, 'u32')}, {gexpr}, {iid})")
+    _write_pair(g, ins, d, p, r, guard)
+    del q
+
+
+def emit_vote(g, ins):
+    m = Mods(ins)
+    if not m.take("sync"):
+        raise unsupported(ins, "vote without .sync (removed for sm_70 and later)")
+    mode = m.take("all", "any", "uni", "ballot")
+    t = m.one_type({"pred", "b32"})
+    m.done()
+    if mode is None or (mode == "ballot") != (t == "b32"):
+        raise PtxError(ins.line, f"vote.sync needs .all/.any/.uni with .pred or .ballot.b32: {ins.text}")
+    d, a, mask = operands(ins, 3)
+    guard, gexpr = _guard_expr(g, ins)
+    iid = g.ns["_register_instruction"](ins)
+    expr = f"_vote(C, {mode!r}, {g.read(ins, a, 'pred')}, {g.read(ins, mask, 'u32')}, {gexpr}, {iid})"
+    g.write(ins, d, expr, "u32" if t == "b32" else "pred", guard)
+
+
+def emit_activemask(g, ins):
+    m = Mods(ins)
+    m.one_type({"b32"})
+    m.done()
+    (d,) = operands(ins, 1)
+    guard, gexpr = _guard_expr(g, ins)
+    g.write(ins, d, f"_vote(C, 'activemask', True, 0, {gexpr})", "u32", guard)
+
+
+def emit_match(g, ins):
+    m = Mods(ins)
+    mode = m.take("any", "all")
+    if not m.take("sync"):
+        raise unsupported(ins, "match without .sync")
+    t = m.one_type({"b32", "b64"})
+    m.done()
+    if mode is None:
+        raise PtxError(ins.line, f"match.sync needs .any or .all: {ins.text}")
+    d, a, mask = operands(ins, 3)
+    p = None
+    if isinstance(d, PredPair):
+        if mode == "any":
+            raise PtxError(ins.line, f"match.any has no predicate destination: {ins.text}")
+        d, p = d.p, d.q
+    guard, gexpr = _guard_expr(g, ins)
+    iid = g.ns["_register_instruction"](ins)
+    r = g.fresh()
+    g.emit(f"{r} = _match(C, {mode!r}, {g.read(ins, a, 'u' + t[1:])}, "
+           f"{g.read(ins, mask, 'u32')}, {gexpr}, {iid})")
+    _write_pair(g, ins, d, p, r, guard)
+
+
+def emit_redux(g, ins):
+    m = Mods(ins)
+    if not m.take("sync"):
+        raise unsupported(ins, "redux without .sync")
+    op = m.take("add", "min", "max", "and", "or", "xor")
+    t = m.one_type({"u32", "s32", "b32"})
+    m.done()
+    if op is None or (op in ("and", "or", "xor")) != (t == "b32"):
+        raise PtxError(ins.line, f"redux.sync needs .add/.min/.max with .u32/.s32 or "
+                                 f".and/.or/.xor with .b32: {ins.text}")
+    d, a, mask = operands(ins, 3)
+    guard, gexpr = _guard_expr(g, ins)
+    vt = "u32" if t == "b32" else t
+    iid = g.ns["_register_instruction"](ins)
+    g.write(ins, d, f"_redux(C, {op!r}, {g.read(ins, a, vt)}, {g.read(ins, mask, 'u32')}, "
+                    f"{gexpr}, {iid})", vt, guard)
+
+
+def emit_nanosleep(g, ins):
+    """nanosleep: a hint; every thread of the emulator makes progress anyway."""
+    m = Mods(ins)
+    m.one_type({"u32"})
+    m.done()
+    (t,) = operands(ins, 1)
+    g.read(ins, t, "u32")
+    g.guard(ins)
+
+
+for _opcode, _emitter in {"shfl": emit_shfl, "vote": emit_vote, "activemask": emit_activemask,
+                          "match": emit_match, "redux": emit_redux, "nanosleep": emit_nanosleep}.items():
+    register(_emitter, _opcode)

@@ -1,0 +1,45 @@
+"""The one instruction registry (lowlevel/emu/isa/registry.py): an emitter per (opcode, form),
+each key registered once (so no registration can depend on the order the families are
+imported in), looked up by the instruction's own forms first."""
+import pytest
+
+from lowlevel.emu.isa import arith, bits, carry, convert, half, memops, registry
+from lowlevel.emu.ptx.ir import Imm, Instruction, Reg, Sym
+
+
+def ins(text: str, operands) -> Instruction:
+    opcode, *mods = text.split(".")
+    return Instruction(opcode, mods, operands, 1, text, None)
+
+
+@pytest.mark.parametrize("text, operands, emitter", [
+    ("add.u32", [Reg("%r1"), Reg("%r2"), Imm(1)], arith.emit_int_or_float_binary),
+    ("add.f16", [Reg("%h1"), Reg("%h2"), Reg("%h3")], half.emit_arith),
+    ("add.bf16x2", [Reg("%r1"), Reg("%r2"), Reg("%r3")], half.emit_arith),
+    ("add.cc.u32", [Reg("%r1"), Reg("%r2"), Reg("%r3")], carry.emit_carry),
+    ("add.cc.f16", [Reg("%h1"), Reg("%h2"), Reg("%h3")], half.emit_arith),     # refuses .cc by name
+    ("addc.u32", [Reg("%r1"), Reg("%r2"), Reg("%r3")], carry.emit_carry),
+    ("mad.cc.lo.u32", [Reg("%r1"), Reg("%r2"), Reg("%r3"), Reg("%r4")], carry.emit_carry),
+    ("setp.lt.f16", [Reg("%p1"), Reg("%h1"), Reg("%h2")], half.emit_setp),
+    ("cvt.f32.bf16", [Reg("%f1"), Reg("%h1")], half.emit_cvt),
+    ("cvt.f32.s32", [Reg("%f1"), Reg("%r1")], convert.emit_cvt),
+    ("mov.u64", [Reg("%rd1"), Sym("buffer")], memops.emit_mov_address),
+    ("mov.u64", [Reg("%rd1"), Reg("%rd2")], convert.emit_mov),
+    ("popc.b32", [Reg("%r1"), Reg("%r2")], bits.emit_popc_clz_brev),
+])
+def test_lookup_takes_the_instructions_own_form_first(text, operands, emitter):
+    assert registry.lookup(ins(text, operands)) is emitter
+
+
+def test_an_opcode_no_family_knows_has_no_emitter():
+    assert registry.lookup(ins("tex.2d.v4.f32.f32", [Reg("%f1")])) is None
+
+
+def test_a_key_registered_twice_is_an_error():
+    with pytest.raises(RuntimeError, match="two emitters for .'add', 'f16'."):
+        registry.register(lambda g, i: None, "add", forms=("f16",))
+    with pytest.raises(RuntimeError, match="provided twice"):
+        registry.provide(_popc=len)
+    with pytest.raises(RuntimeError, match="registered twice"):
+        registry.special_register("%clock", lambda g, i, t: "")
+
