@@ -46,17 +46,19 @@ def new_contiguous(shape: tuple, strides: tuple, dtype: DType, device: Device) -
 
 def from_numpy_values(values: np.ndarray, dtype: DType, device) -> Tensor:
     """A tensor holding `values` (converted to dtype) on `device`."""
+    device = device if type(device) is Device else Device(device)
+    if device.type != "cuda":
+        # from_numpy_values made a new array already; reshape(-1) reads any layout in order
+        host = dtype.from_numpy_values(values)
+        t = empty(host.shape, dtype=dtype, device=device)
+        t.storage.host[:host.nbytes] = host.reshape(-1).view(np.uint8)
+        return t
     # np.array, not np.ascontiguousarray: that one turns a 0-d array into a 1-d one.
     host = np.array(dtype.from_numpy_values(values), order="C")
-    device = Device(device)
-    if device.type == "cuda":
-        t = empty(host.shape, dtype=dtype, device=device)
-        if host.nbytes:
-            # From pageable memory the driver stages the bytes, so `host` may go at once.
-            memcpy_htod_async(t.data_ptr, host, current_stream())
-        return t
     t = empty(host.shape, dtype=dtype, device=device)
-    t.storage.host[:host.nbytes] = host.reshape(-1).view(np.uint8)
+    if host.nbytes:
+        # From pageable memory the driver stages the bytes, so `host` may go at once.
+        memcpy_htod_async(t.data_ptr, host, current_stream())
     return t
 
 

@@ -117,6 +117,9 @@ class Tensor:
         """The elements as a strided numpy view over host storage (non-CUDA devices): what
         a host backend computes on."""
         base = self.storage.host.view(self.dtype.storage)
+        if self.is_contiguous():
+            # a slice and a reshape: the same view as as_strided's, at a fraction of its cost
+            return base[self.offset:self.offset + self.numel()].reshape(self.shape)
         item = self.dtype.itemsize
         return np.lib.stride_tricks.as_strided(base[self.offset:], self.shape, [s * item for s in self.strides])
 

@@ -101,3 +101,10 @@ def test_reductions_and_softmax_on_cached_plans(driver, rng):
         np.testing.assert_allclose(t.T.sum(1).numpy(), m.T.sum(1), rtol=1e-5, atol=1e-5)
         e = np.exp(m - m.max(1, keepdims=True))
         np.testing.assert_allclose(t.softmax(1).numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_a_sum_over_an_empty_last_dimension_is_zeros(driver):
+    for _ in range(2):
+        got = ll.empty(3, 0, device="cuda").sum(1)
+        np.testing.assert_array_equal(got.numpy(), np.zeros(3, np.float32))
+        assert ll.empty(3, 0, device="cuda").softmax(1).shape == (3, 0)
