@@ -46,7 +46,9 @@ class Block:
     def address(self) -> int:
         """`ptr` for those outside the allocator: refused (ContextResetError) once the
         context its segment was allocated in is reset, when the address means nothing."""
-        self.segment.allocation.check_context()
+        allocation = self.segment.allocation
+        if allocation.context_generation != allocation.context.generation:
+            allocation.check_context()
         return self.ptr
 
 
@@ -76,7 +78,8 @@ class CachingAllocator:
         handle = 0 if stream is None else stream.handle
         small = size < SMALL_LIMIT
         with self._lock:
-            self._release_passed_events()
+            if self._pending:
+                self._release_passed_events()
             block = self._take_free(size, handle, small) or self._new_segment(size, handle, small)
             block.free = False
             self.allocated += block.size
@@ -84,7 +87,9 @@ class CachingAllocator:
             return block
 
     def _take_free(self, size: int, stream: int, small: bool) -> Block | None:
-        pool = self._free.get((stream, small), [])
+        pool = self._free.get((stream, small))
+        if not pool:
+            return None
         best = None
         for b in pool:                           # best fit
             if b.size >= size and (best is None or b.size < best.size):
@@ -199,10 +204,12 @@ def get_allocator() -> CachingAllocator:
     """The caching allocator of the current device context."""
     drv, ctx = ensure_context()
     key = (id(drv), ctx.ordinal, ctx.generation)
-    with _lock:
-        alloc = _allocators.get(key)
-        if alloc is None:
-            alloc = _allocators[key] = CachingAllocator()
+    alloc = _allocators.get(key)            # made once per context: the lock only to make it
+    if alloc is None:
+        with _lock:
+            alloc = _allocators.get(key)
+            if alloc is None:
+                alloc = _allocators[key] = CachingAllocator()
     return alloc
 
 
@@ -211,5 +218,18 @@ def memory_stats() -> dict:
     return get_allocator().stats()
 
 
+_empty_cache_callbacks: list = []
+
+
+def on_empty_cache(callback) -> None:
+    """Call `callback()` at the start of empty_cache(): a cache of tensors above the
+    allocator (the frontend's constants) lets go of its blocks, so that their segments can
+    go back to the driver too."""
+    if callback not in _empty_cache_callbacks:
+        _empty_cache_callbacks.append(callback)
+
+
 def empty_cache() -> None:
-    get_allocator().empty_cache()
+    for callback in list(_empty_cache_callbacks):
+        callback()
+    get_allocator().empty_cache()       # get_allocator's safe point frees what they dropped

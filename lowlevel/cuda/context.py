@@ -66,8 +66,9 @@ def ensure_context() -> tuple[Driver, _PrimaryContext]:
     Every call into lowlevel passes here first, holding no lock of lowlevel's: the safe
     point where releases queued by finalizers are carried out."""
     drv = get_driver()
-    ctx = _primary(drv, current_device_ordinal())
-    _make_current(drv, ctx)
+    ctx = _contexts.get((id(drv), getattr(_current_device, "ordinal", 0))) or _primary(drv, current_device_ordinal())
+    if getattr(_thread_current, "context", None) != (id(drv), ctx.handle, ctx.generation):
+        _make_current(drv, ctx)
     if _pending_releases and not in_host_callback():
         run_pending_releases()
     return drv, ctx

@@ -86,6 +86,8 @@ class Cublas:
         self._integers = {name: IntegerArguments(name, PROTOTYPES[name][1]) for name in functions}
 
     def __getattr__(self, name):
+        # Reached once per name: the checked function is kept as an attribute, so a call
+        # after the first is one attribute read.
         try:
             fn = self._functions[name]
         except KeyError:
@@ -105,7 +107,16 @@ class Cublas:
                 if self.driver is not None:
                     self.driver.reraise_interrupt()
                 raise CublasError(status, name, self.status_string(status))
+        setattr(self, name, checked)
         return checked
+
+    def replace_function(self, name: str, cfunc) -> None:
+        """Call `cfunc` (a C function of the same prototype) for `name` from now on; its
+        arguments are still checked. For tools that stand a no-op in for a library call."""
+        if name not in self._functions:
+            raise AttributeError(f"{name} is not bound ({self.description})")
+        self._functions[name] = cfunc
+        self.__dict__.pop(name, None)
 
     def bound(self) -> list[str]:
         """The names of the C functions this implementation exports, of those in PROTOTYPES."""

@@ -16,34 +16,17 @@ from ..capi.enums import enum_value
 from ..capi.images import ELF_MAGIC, FATBIN_MAGIC, KIND_ELF, fatbin_entries
 from ..capi.versions import format_driver_version, ptx_isa_version
 from ..compiler import select
-from .checked import c_integer, integer
+from .checked import c_integer
 from .context import ContextBound, ContextResource, Device, ensure_context
 from .errors import CudaError
 from .kernel_args import PackedArgs, pack_value
+from .prepared import PreparedLaunch, launch_dims, shared_bytes
 from .ptx_signature import kernel_params
 from .stream import stream_handle
 
 LOG_SIZE = 64 * 1024
 INVALID_VALUE = CURESULT["CUDA_ERROR_INVALID_VALUE"]
 FATBIN_MAGIC_BYTES = FATBIN_MAGIC.to_bytes(4, "little")
-
-
-def _dims(value, what: str) -> tuple[int, int, int]:
-    """An int or a 1-3 tuple of ints as (x, y, z), each one a C unsigned int (cuLaunchKernel's)."""
-    try:
-        dims = (value,) if hasattr(value, "__index__") else tuple(value)
-    except TypeError:
-        dims = ()
-    if not 1 <= len(dims) <= 3:
-        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
-    try:
-        dims = [integer(d, what) for d in dims]
-    except TypeError:
-        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}") from None
-    if any(d < 1 for d in dims):
-        raise ValueError(f"{what} must be >= 1 in every dimension, got {value!r}")
-    dims = [c_integer(d, c_uint, f"{what}.{axis}") for d, axis in zip(dims, "xyz")]
-    return (*dims, 1, 1)[:3]
 
 
 def _text_name(name, what: str) -> bytes:
@@ -233,6 +216,11 @@ class Function:
         return f"<Function {self.name}: {len(self.params)} parameters>"
 
     @property
+    def driver(self):
+        """The driver this kernel's module was loaded with."""
+        return self._drv
+
+    @property
     def handle(self) -> int:
         """The CUfunction; ContextResetError once its module's context was reset."""
         self.module.check_context()
@@ -278,29 +266,36 @@ class Function:
             self._params = params
         return self._params
 
+    def declared_params(self) -> list[tuple[str, str | None]]:
+        """(name, PTX type) of each parameter; ("param i", None) where the types are unknown
+        (a cubin or fatbin loaded without its PTX)."""
+        params = self.params
+        declared = self._param_types if self._param_types and len(self._param_types) == len(params) else None
+        return list(declared) if declared else [(f"param {i}", None) for i in range(len(params))]
+
     def pack(self, args) -> PackedArgs:
         """Check and pack `args`; a TypeError or ValueError names the kernel and parameter."""
         params = self.params
         args = tuple(args)
         if len(args) != len(params):
             raise TypeError(f"{self.name} takes {len(params)} arguments, got {len(args)}")
-        declared = self._param_types if self._param_types and len(self._param_types) == len(params) else None
         chunks = []
-        for i, (value, (_, size)) in enumerate(zip(args, params)):
-            pname, ptype = declared[i] if declared else (f"param {i}", None)
+        for i, (value, (pname, ptype), (_, size)) in enumerate(zip(args, self.declared_params(), params)):
             chunks.append(pack_value(self.name, i, pname, ptype, size, value))
         return PackedArgs(chunks)
+
+    def prepare(self, grid, block, shared_mem: int = 0) -> PreparedLaunch:
+        """This kernel with this launch configuration, checked once: call the result with
+        the arguments (and stream=) to launch; see prepared.py."""
+        return PreparedLaunch(self, grid, block, shared_mem)
 
     def launch(self, grid, block, args=(), shared_mem: int = 0, stream=None) -> None:
         """Queue the kernel on `stream` (default: the legacy default stream). Returns once
         the launch is queued; errors in the kernel itself surface at a later synchronising
         call, as on a GPU."""
-        gx, gy, gz = _dims(grid, f"{self.name}: grid")
-        bx, by, bz = _dims(block, f"{self.name}: block")
-        shared_mem = integer(shared_mem, f"{self.name}: shared_mem")
-        if shared_mem < 0:
-            raise ValueError(f"{self.name}: shared_mem must be >= 0, got {shared_mem}")
-        shared_mem = c_integer(shared_mem, c_uint, f"{self.name}: shared_mem")
+        gx, gy, gz = launch_dims(grid, f"{self.name}: grid")
+        bx, by, bz = launch_dims(block, f"{self.name}: block")
+        shared_mem = shared_bytes(shared_mem, self.name)
         handle = stream_handle(stream, f"{self.name}: stream")
         packed = self.pack(args)
         self._drv.cuLaunchKernel(self.handle, gx, gy, gz, bx, by, bz, shared_mem, handle,

@@ -29,6 +29,7 @@ class _Local(threading.local):
 
 
 _tls = _Local()
+AUTOGRAD_BIT = Autograd.bit
 
 
 @contextmanager
@@ -62,13 +63,12 @@ def is_excluded(key) -> bool:
 def _device_bits(values) -> int:
     bits = 0
     for a in values:
-        device = getattr(a, "device", None)
-        kind = getattr(device, "type", None) if device is not None else None
+        kind = getattr(getattr(a, "device", None), "type", None)
         if kind is not None:
             key = backend_keys.get(kind)
             bits |= key.bit if key is not None else backend_for(kind).bit     # backend_for raises
             if getattr(a, "requires_grad", False) is True:
-                bits |= Autograd.bit      # as a PyTorch tensor that requires grad carries the key
+                bits |= AUTOGRAD_BIT      # as a PyTorch tensor that requires grad carries the key
     return bits
 
 
@@ -88,9 +88,9 @@ def keyset_for(args, kwargs=None) -> KeySet:
 def dtype_of(args) -> str | None:
     """The dtype name of the first argument that has one: what chooses a backend's kernel."""
     for a in args:
-        d = getattr(a, "dtype", None)
-        if d is not None and hasattr(d, "name"):
-            return d.name
+        name = getattr(getattr(a, "dtype", None), "name", None)
+        if name is not None:
+            return name
     return None
 
 
@@ -117,7 +117,11 @@ def _run(op_name: str, bits: int, args, kwargs):
 
 def call(op_name: str, *args, **kwargs):
     """Dispatch a call: compute its key set, then run the highest acting key."""
-    return _run(op_name, keyset_bits(args, kwargs), args, kwargs)
+    bits = _device_bits(args)
+    if kwargs:
+        bits |= _device_bits(kwargs.values())
+    tls = _tls
+    return _run(op_name, (bits | tls.include) & ~tls.exclude, args, kwargs)
 
 
 def redispatch(op_name: str, keyset: KeySet, *args, **kwargs):

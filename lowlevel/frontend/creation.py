@@ -11,6 +11,8 @@ import math
 import numpy as np
 
 from ..cuda import current_stream, memcpy_htod_async
+from ..cuda.allocator import on_empty_cache
+from ..cuda.context import ensure_context, on_reset
 from . import dtypes as dt
 from .device import Device
 from .dtypes import DType, as_dtype
@@ -26,7 +28,8 @@ def empty(*shape, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor
     shape = tuple(shape_args(shape))
     if any(s < 0 for s in shape):
         raise ValueError(f"negative dimension in shape {shape}")
-    dtype, device = as_dtype(dtype), Device(device)
+    dtype = as_dtype(dtype)
+    device = device if type(device) is Device else Device(device)
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes >= 1 << 64:
         raise ValueError(f"empty: shape {shape} of {dtype.name} is {nbytes} bytes, more than a 64-bit "
@@ -35,19 +38,59 @@ def empty(*shape, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor
     return _leaf(Tensor(storage, shape, contiguous_strides(shape), 0, dtype), requires_grad)
 
 
+def new_contiguous(shape: tuple, strides: tuple, dtype: DType, device: Device) -> Tensor:
+    """A new tensor of `shape` with `strides` = contiguous_strides(shape), on `device` (a
+    Device): for a backend whose plan has checked all of that once already."""
+    return Tensor(Storage(math.prod(shape) * dtype.itemsize, device), shape, strides, 0, dtype)
+
+
 def from_numpy_values(values: np.ndarray, dtype: DType, device) -> Tensor:
     """A tensor holding `values` (converted to dtype) on `device`."""
+    device = device if type(device) is Device else Device(device)
+    if device.type != "cuda":
+        # from_numpy_values made a new array already; reshape(-1) reads any layout in order
+        host = dtype.from_numpy_values(values)
+        t = empty(host.shape, dtype=dtype, device=device)
+        t.storage.host[:host.nbytes] = host.reshape(-1).view(np.uint8)
+        return t
     # np.array, not np.ascontiguousarray: that one turns a 0-d array into a 1-d one.
     host = np.array(dtype.from_numpy_values(values), order="C")
-    device = Device(device)
-    if device.type == "cuda":
-        t = empty(host.shape, dtype=dtype, device=device)
-        if host.nbytes:
-            # From pageable memory the driver stages the bytes, so `host` may go at once.
-            memcpy_htod_async(t.data_ptr, host, current_stream())
-        return t
     t = empty(host.shape, dtype=dtype, device=device)
-    t.storage.host[:host.nbytes] = host.reshape(-1).view(np.uint8)
+    if host.nbytes:
+        # From pageable memory the driver stages the bytes, so `host` may go at once.
+        memcpy_htod_async(t.data_ptr, host, current_stream())
+    return t
+
+
+_constants: dict = {}          # (number, dtype, device, stream, context) -> its 0-d tensor
+_MAX_CONSTANTS = 256
+on_empty_cache(_constants.clear)          # empty_cache() returns their memory to the driver too
+on_reset(_constants.clear)                # a reset context's constants are no use
+
+
+def scalar_tensor(value, dtype: DType, device) -> Tensor:
+    """The 0-d tensor of `dtype` on `device` that a Python number stands for in an op
+    (x * 2.0), with the number in `.scalar_value` so that a backend may pass it to a kernel
+    as an argument instead of reading the tensor.
+
+    Made once per number, dtype, device, stream and context, then reused: an op never
+    writes into its operands and this tensor is handed to no caller, so its bytes stay
+    what they were (and, made on the stream that uses it, are there in that stream's order).
+    """
+    device = device if type(device) is Device else Device(device)
+    key = (type(value), value, dtype, device)
+    if device.type == "cuda":
+        drv, ctx = ensure_context()
+        stream = current_stream()
+        key += (id(drv), ctx.ordinal, ctx.generation, 0 if stream is None else stream.handle)
+    t = _constants.get(key)
+    if t is None:
+        t = from_numpy_values(np.array(value), dtype, device)
+        stored = dtype.from_numpy_values(np.array(value))           # as the tensor holds it
+        t.scalar_value = dtype.to_numpy_values(stored).item()
+        if len(_constants) >= _MAX_CONSTANTS:
+            _constants.clear()
+        _constants[key] = t
     return t
 
 

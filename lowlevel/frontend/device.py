@@ -14,6 +14,8 @@ class Device:
         self.index = int(number) if number else (index if index is not None else (0 if kind != "cpu" else None))
 
     def __eq__(self, other):
+        if other is self:
+            return True
         other = Device(other) if isinstance(other, str) else other
         return isinstance(other, Device) and (self.type, self.index) == (other.type, other.index)
 

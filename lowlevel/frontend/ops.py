@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import trace
 from ..dispatch import Autograd, KeySet, backend_for, call, redispatch
-from .creation import from_numpy_values
+from .creation import from_numpy_values, scalar_tensor
 from .device import Device
 from .dtypes import DType, as_dtype, is_dtype_name
 from .shapes import broadcast_shapes
@@ -26,7 +26,7 @@ def _describe(x) -> str:
 
 
 def _same_device_and_dtype(op: str, a: Tensor, b: Tensor) -> None:
-    if a.device != b.device:
+    if a.device is not b.device and a.device != b.device:
         raise ValueError(f"{op}: operands are on different devices: a is {_describe(a)}, b is {_describe(b)}")
     if a.dtype is not b.dtype:
         raise TypeError(f"{op}: operands have different dtypes: a is {_describe(a)}, b is {_describe(b)}; "
@@ -35,6 +35,13 @@ def _same_device_and_dtype(op: str, a: Tensor, b: Tensor) -> None:
 
 def _binary(op: str, a, b) -> Tensor:
     start = time.perf_counter()
+    if type(a) is Tensor and type(b) is Tensor:
+        # The common case, two tensors: the same checks as below, without the number handling.
+        _same_device_and_dtype(op, a, b)
+        if a.shape != b.shape:
+            broadcast_shapes(op, a.shape, b.shape)
+        trace.note_validation(op, time.perf_counter() - start)
+        return call(op, a, b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"{op}: needs at least one tensor, got {type(a).__name__} and {type(b).__name__}")
     for x in (a, b):
@@ -44,8 +51,9 @@ def _binary(op: str, a, b) -> Tensor:
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         _same_device_and_dtype(op, a, b)
         broadcast_shapes(op, a.shape, b.shape)
-    # A Python number becomes a 0-d tensor of the other operand's dtype and device.
-    a, b = (x if isinstance(x, Tensor) else from_numpy_values(np.array(x), like.dtype, like.device) for x in (a, b))
+    # A Python number becomes a 0-d tensor of the other operand's dtype and device, that
+    # carries the number too (a kernel may take it as an argument).
+    a, b = (x if isinstance(x, Tensor) else scalar_tensor(x, like.dtype, like.device) for x in (a, b))
     trace.note_validation(op, time.perf_counter() - start)
     return call(op, a, b)
 

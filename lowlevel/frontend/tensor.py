@@ -74,10 +74,14 @@ class Storage:
 
 
 class Tensor:
+    # The Python number a 0-d tensor made by creation.scalar_tensor stands for (None for
+    # every other tensor): kernels may take it as an argument instead of reading memory.
+    scalar_value = None
+
     def __init__(self, storage: Storage, shape, strides, offset: int, dtype: DType):
         self.storage = storage
-        self.shape = tuple(int(s) for s in shape)
-        self.strides = tuple(int(s) for s in strides)
+        self.shape = tuple(map(int, shape))
+        self.strides = tuple(map(int, strides))
         self.offset = int(offset)
         self.dtype = dtype
         self.device = storage.device
@@ -106,12 +110,16 @@ class Tensor:
     @property
     def data_ptr(self) -> int:
         """The device address of the first element (CUDA tensors)."""
-        return self.storage.ptr + self.offset * self.dtype.itemsize
+        offset = self.offset
+        return self.storage.ptr + offset * self.dtype.itemsize if offset else self.storage.ptr
 
     def host_view(self) -> np.ndarray:
         """The elements as a strided numpy view over host storage (non-CUDA devices): what
         a host backend computes on."""
         base = self.storage.host.view(self.dtype.storage)
+        if self.is_contiguous():
+            # a slice and a reshape: the same view as as_strided's, at a fraction of its cost
+            return base[self.offset:self.offset + self.numel()].reshape(self.shape)
         item = self.dtype.itemsize
         return np.lib.stride_tricks.as_strided(base[self.offset:], self.shape, [s * item for s in self.strides])
 

@@ -2,40 +2,93 @@
 ptx/elementwise_f32.ptx and elementwise_f16.ptx, on contiguous operands of the output's
 shape (a broadcast operand is first materialised by the strided-copy kernel, with stride 0
 along its broadcast dimensions).
+
+Each op keeps a plan per (dtype, shapes, strides) of its operands: the output's shape and
+element count, which operands must be made contiguous first, and the prepared kernel. A
+repeat call is a dict lookup, the output's allocation and the launch.
 """
+import math
+
 from ...dispatch import CUDA, register_kernel
 from ...frontend import dtypes as dt
-from ...frontend.creation import empty
-from ...frontend.shapes import broadcast_shapes
+from ...frontend.creation import new_contiguous
+from ...frontend.shapes import broadcast_shapes, contiguous_strides
 from ...frontend.tensor import Tensor
-from .launch import BLOCK, grid_for, launch, suffix
+from .launch import BLOCK, Plans, grid_for, prepared, run, suffix
 from .layout import materialize
 
 _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max"}
+# op -> (kernel of x OP s, kernel of s OP x) in ptx/scalar_f32.ptx, for float32 operands of
+# which one is a number (creation.scalar_tensor): the number is a kernel argument
+_SCALAR = {"add": ("add_scalar_f32", "add_scalar_f32"), "sub": ("sub_scalar_f32", "rsub_scalar_f32"),
+           "mul": ("mul_scalar_f32", "mul_scalar_f32"), "div": ("div_scalar_f32", "rdiv_scalar_f32")}
 _UNARY = {"neg": "neg", "relu": "relu", "exp": "exp"}
 
 
+class _Plan:
+    """What a call with operands of these dtypes, shapes and strides does."""
+
+    __slots__ = ("shape", "strides", "n", "ready", "kernel")
+
+    def __init__(self, shape, operands, module: str, kernel: str):
+        self.shape, self.strides = shape, contiguous_strides(shape)
+        self.n = math.prod(shape)
+        # an operand that is already contiguous in the output's shape is read in place
+        self.ready = tuple(t.shape == shape and t.is_contiguous() for t in operands)
+        self.kernel = (module, kernel, grid_for(self.n), BLOCK) if self.n else None
+
+
 def _binary_kernel(op: str, name: str):
-    def kernel(a: Tensor, b: Tensor) -> Tensor:
+    plans = Plans()
+
+    def plan(a: Tensor, b: Tensor) -> _Plan:
         sfx = suffix(a)
-        shape = broadcast_shapes(op, a.shape, b.shape)
-        out = empty(shape, dtype=a.dtype, device=a.device)
-        n = out.numel()
-        if n:
-            a2, b2 = materialize(a, shape), materialize(b, shape)
-            launch(f"elementwise_{sfx}", f"{name}_{sfx}", grid_for(n), BLOCK, (out, a2, b2, n))
+        return _Plan(broadcast_shapes(op, a.shape, b.shape), (a, b), f"elementwise_{sfx}", f"{name}_{sfx}")
+
+    scalar_kernels = _SCALAR.get(op)
+
+    def with_scalar(x: Tensor, s: float, name: str) -> Tensor:
+        """x OP s (or s OP x) with s a kernel argument: no copy of s, no broadcast of it."""
+        key = (name, x.shape, x.strides)
+        p = plans.get(key) or plans.add(key, _Plan(x.shape, (x,), "scalar_f32", name))
+        out = new_contiguous(p.shape, p.strides, x.dtype, x.device)
+        if p.kernel is not None:
+            x2 = x if p.ready[0] else materialize(x, p.shape)
+            run(prepared(*p.kernel), (out, x2), (out.data_ptr, x2.data_ptr, s, p.n))
+        return out
+
+    def kernel(a: Tensor, b: Tensor) -> Tensor:
+        if scalar_kernels is not None and a.dtype is dt.float32:
+            if b.scalar_value is not None and b.ndim == 0:
+                return with_scalar(a, b.scalar_value, scalar_kernels[0])
+            if a.scalar_value is not None and a.ndim == 0:
+                return with_scalar(b, a.scalar_value, scalar_kernels[1])
+        key = (a.dtype, a.shape, a.strides, b.shape, b.strides)
+        p = plans.get(key) or plans.add(key, plan(a, b))
+        out = new_contiguous(p.shape, p.strides, a.dtype, a.device)
+        if p.kernel is not None:
+            ready_a, ready_b = p.ready
+            a2 = a if ready_a else materialize(a, p.shape)
+            b2 = b if ready_b else materialize(b, p.shape)
+            run(prepared(*p.kernel), (out, a2, b2), (out.data_ptr, a2.data_ptr, b2.data_ptr, p.n))
         return out
     return kernel
 
 
 def _unary_kernel(op: str, name: str):
-    def kernel(x: Tensor) -> Tensor:
+    plans = Plans()
+
+    def plan(x: Tensor) -> _Plan:
         sfx = suffix(x)
-        out = empty(x.shape, dtype=x.dtype, device=x.device)
-        n = out.numel()
-        if n:
-            x2 = materialize(x, x.shape)
-            launch(f"elementwise_{sfx}", f"{name}_{sfx}", grid_for(n), BLOCK, (out, x2, n))
+        return _Plan(x.shape, (x,), f"elementwise_{sfx}", f"{name}_{sfx}")
+
+    def kernel(x: Tensor) -> Tensor:
+        key = (x.dtype, x.shape, x.strides)
+        p = plans.get(key) or plans.add(key, plan(x))
+        out = new_contiguous(p.shape, p.strides, x.dtype, x.device)
+        if p.kernel is not None:
+            x2 = x if p.ready[0] else materialize(x, p.shape)
+            run(prepared(*p.kernel), (out, x2), (out.data_ptr, x2.data_ptr, p.n))
         return out
     return kernel
 

@@ -8,6 +8,7 @@ read them.
 """
 from ... import trace
 from ...cuda import Stream, current_stream
+from ...cuda.context import ensure_context
 from ...frontend import dtypes as dt
 from ...frontend.tensor import Tensor
 from .. import ptx
@@ -20,23 +21,76 @@ SUFFIX = {dt.float32: "f32", dt.float16: "f16"}
 def record_uses(tensors, stream) -> None:
     """Tell the allocator that work on `stream` uses these tensors' memory, so a block made on
     another stream is not handed out again before that work is done."""
+    handle = None
     for t in tensors:
         block = t.storage.block
-        if block is not None and block.stream is not None and block.stream != (0 if stream is None else stream.handle):
-            t.storage.allocator.record_stream(block, stream if stream is not None else Stream.legacy())
+        if block is not None and block.stream is not None:
+            if handle is None:
+                handle = 0 if stream is None else stream.handle
+            if block.stream != handle:
+                t.storage.allocator.record_stream(block, stream if stream is not None else Stream.legacy())
+
+
+class Kernel:
+    """A kernel of ptx/ prepared for one grid and block in one context: what a launch of
+    the backend calls (`run`), and what the trace reports of it."""
+
+    __slots__ = ("module", "name", "grid", "block", "image_kind", "run")
+
+    def __init__(self, module: str, name: str, grid, block):
+        mod = ptx.module(module)
+        self.module, self.name, self.grid, self.block = module, name, grid, block
+        self.image_kind = mod.image_kind
+        self.run = mod.get_function(name).prepare(grid, block)
+
+
+_kernels: dict = {}          # (driver, device, context generation, module, kernel, grid, block) -> Kernel
+_MAX_KERNELS = 4096          # prepared launches kept (older contexts' go when it fills)
+
+
+def prepared(module: str, kernel: str, grid, block) -> Kernel:
+    """ptx/MODULE.ptx's `kernel` prepared for (grid, block) in the current context, made once."""
+    drv, ctx = ensure_context()
+    key = (id(drv), ctx.ordinal, ctx.generation, module, kernel, grid, block)
+    found = _kernels.get(key)
+    if found is None:
+        if len(_kernels) >= _MAX_KERNELS:
+            _kernels.clear()
+        found = _kernels[key] = Kernel(module, kernel, grid, block)
+    return found
+
+
+def run(k: Kernel, tensors, values) -> None:
+    """Launch the prepared kernel `k` with `values` (data pointers and numbers) on the current
+    stream, after telling the allocator that the stream uses `tensors`."""
+    stream = current_stream()
+    record_uses(tensors, stream)
+    k.run(*values, stream=stream)
+    if trace.active is not None:
+        trace.note_launch(kernel=k.name, module=k.module, grid=k.grid, block=k.block, image_kind=k.image_kind,
+                          stream=stream)
 
 
 def launch(module: str, kernel: str, grid, block, args) -> None:
     """Launch ptx/MODULE.ptx's `kernel` on the current stream; tensors among `args` pass as
     their data pointers."""
-    mod = ptx.module(module)
-    f = mod.get_function(kernel)
-    stream = current_stream()
+    k = prepared(module, kernel, grid, block)
     tensors = [a for a in args if isinstance(a, Tensor)]
-    record_uses(tensors, stream)
-    f.launch(grid, block, [a.data_ptr if isinstance(a, Tensor) else a for a in args], stream=stream)
-    trace.note_launch(kernel=kernel, module=module, grid=grid, block=block, image_kind=mod.image_kind,
-                      stream=stream)
+    run(k, tensors, [a.data_ptr if isinstance(a, Tensor) else a for a in args])
+
+
+class Plans(dict):
+    """An op's plans by the dtypes, shapes and strides of its operands (see elementwise.py):
+    computed on the first call with that key, looked up after. Bounded: a program that
+    makes endless new shapes starts over rather than growing without end."""
+
+    LIMIT = 4096
+
+    def add(self, key, plan):
+        if len(self) >= self.LIMIT:
+            self.clear()
+        self[key] = plan
+        return plan
 
 
 def grid_for(n: int) -> int:

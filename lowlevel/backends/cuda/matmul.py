@@ -55,8 +55,10 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
                           stride_a=a2.strides[0] if a2.ndim == 3 else 0,
                           stride_b=b2.strides[0] if b2.ndim == 3 else 0, stride_c=m * n,
                           tf32=allow_tf32 and a.dtype is dt.float32)
-            trace.note_launch(kernel=f"cuBLAS gemm ({a.dtype.name})", module="cublas", grid=None, block=None,
-                              image_kind="sass" if handle.lib.kind == "cuda" else "emulated", stream=current_stream())
+            if trace.active is not None:
+                trace.note_launch(kernel=f"cuBLAS gemm ({a.dtype.name})", module="cublas", grid=None, block=None,
+                                  image_kind="sass" if handle.lib.kind == "cuda" else "emulated",
+                                  stream=current_stream())
     if a_vector:
         out = out[..., 0, :]
     if b_vector:

@@ -2,14 +2,17 @@
 one dimension, by rows of a contiguous matrix with the reduced dimension last (the row
 kernels of ptx/tensor_ops.ptx and ptx/softmax.ptx, and ptx/reduce_sum.ptx for a full sum).
 """
+import math
+
 import numpy as np
 
 from ...cuda import current_stream, memset_d32
 from ...dispatch import CUDA, register_kernel
 from ...frontend import dtypes as dt
-from ...frontend.creation import empty
+from ...frontend.creation import empty, new_contiguous
+from ...frontend.shapes import contiguous_strides
 from ...frontend.tensor import Tensor
-from .launch import BLOCK, grid_for, launch, rows_grid
+from .launch import BLOCK, Plans, grid_for, launch, prepared, rows_grid, run
 from .layout import materialize, rows_last
 
 
@@ -42,14 +45,61 @@ def _reduce_rows(kind: str, x: Tensor, dim: int | None, keepdim: bool) -> Tensor
     return out
 
 
+class _RowsPlan:
+    """A reduction or softmax along the last dimension of a contiguous float32 tensor: the
+    rows, in place, with no permute or copy first. Other layouts take the general path."""
+
+    __slots__ = ("shape", "strides", "kernel", "rows", "cols")
+
+    def __init__(self, x: Tensor, out_shape: tuple, module: str, kernel: str):
+        self.cols = x.shape[-1]
+        self.rows = math.prod(x.shape[:-1])
+        self.shape, self.strides = out_shape, contiguous_strides(out_shape)
+        self.kernel = (module, kernel, rows_grid(self.rows), BLOCK) if self.rows and self.cols else None
+
+
+_plans = Plans()
+
+
+def _last_dim_plan(what: str, x: Tensor, dim, keepdim: bool) -> _RowsPlan | None:
+    """The plan for `what` ("sum", "max", "softmax") over `dim` of x, None when x is not a
+    contiguous tensor reduced along its last dimension."""
+    key = (what, x.shape, x.strides, dim, keepdim)
+    plan = _plans.get(key, False)
+    if plan is False:
+        plan = None
+        if x.ndim and dim == x.ndim - 1 and x.is_contiguous():
+            if what == "softmax":
+                plan = _RowsPlan(x, x.shape, "softmax", "softmax_rows_f32")
+            else:
+                shape = x.shape[:-1] + ((1,) if keepdim else ())
+                plan = _RowsPlan(x, shape, "tensor_ops", f"reduce_rows_{what}_f32")
+        _plans.add(key, plan)
+    return plan
+
+
+def _rows(plan: _RowsPlan, x: Tensor) -> Tensor:
+    out = new_contiguous(plan.shape, plan.strides, dt.float32, x.device)
+    if plan.kernel is not None:
+        run(prepared(*plan.kernel), (x, out), (x.data_ptr, out.data_ptr, plan.rows, plan.cols))
+    return out
+
+
+def _reduce(kind: str, x: Tensor, dim, keepdim: bool) -> Tensor:
+    plan = _last_dim_plan(kind, x, dim, keepdim)
+    if plan is None or plan.kernel is None:     # no rows, or empty ones: the general path's zeros
+        return _reduce_rows(kind, x, dim, keepdim)
+    return _rows(plan, x)
+
+
 @register_kernel("sum", CUDA, dtypes=[dt.float32])
 def sum_(x, dim, keepdim):
-    return _reduce_rows("sum", x, dim, keepdim)
+    return _reduce("sum", x, dim, keepdim)
 
 
 @register_kernel("max", CUDA, dtypes=[dt.float32])
 def max_(x, dim, keepdim):
-    return _reduce_rows("max", x, dim, keepdim)
+    return _reduce("max", x, dim, keepdim)
 
 
 @register_kernel("mean", CUDA, dtypes=[dt.float32])
@@ -65,6 +115,9 @@ def mean(x, dim, keepdim):
 
 @register_kernel("softmax", CUDA, dtypes=[dt.float32])
 def softmax(x, dim):
+    plan = _last_dim_plan("softmax", x, dim, False)
+    if plan is not None:
+        return _rows(plan, x)
     rows_view, order = rows_last(x, dim)
     cols = x.shape[dim]
     rows = rows_view.numel() // max(1, cols)

@@ -1,0 +1,177 @@
+"""lowlevel's own host time per op: Python, validation, dispatch, planning and the ctypes
+crossing, with the GPU's work taken out.
+
+    python tools/bench_host.py                  # emulated driver, launches stubbed (default)
+    python tools/bench_host.py --driver cuda    # the real driver, real launches
+
+With the emulated driver, `cuLaunchKernel` and `cublasSgemm_v2` are replaced by C functions
+that return 0 and do nothing else. They are compiled at run time from a few lines of C with
+`cc -shared` into a temporary directory: ctypes cannot make a C function without a compiler
+(a ctypes callback would run Python, which is what is being measured). What remains is
+exactly what lowlevel does before the driver would start working. Copies and memsets are
+not stubbed: an op that still makes one pays for it here.
+
+Beside each op: numpy's op on arrays of the same size, torch's CPU eager op when torch
+happens to be installed (never a dependency), and the bare ctypes call of the stub with
+cuLaunchKernel's 11 arguments (the floor of any launch from Python). Each figure is the
+median of --runs runs of --number calls, in microseconds per call; the spread (min-max over
+the runs) says how noisy the machine was.
+"""
+import argparse
+import ctypes
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import timeit
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+STUB_C = r"""
+/* Do-nothing stand-ins with the C signatures of cuLaunchKernel and cublasSgemm_v2. */
+int ll_stub_launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                   unsigned bz, unsigned shared, void *stream, void **params, void **extra) { return 0; }
+int ll_stub_sgemm(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *a,
+                  int lda, const void *b, int ldb, const void *beta, void *c, int ldc) { return 0; }
+"""
+
+# op -> microseconds it may take (the targets of issue 12), with the launch stubbed
+TARGETS = {"a + b": 4.0, "relu": 4.0, "x * 2.0": 4.0, "m.sum(1)": 6.0, "m.softmax(1)": 6.0,
+           "a @ b": 6.0, "a + b (cpu)": 4.0}
+
+
+def compile_stubs() -> ctypes.CDLL:
+    """The stub library, built with the C compiler (cc) into a temporary directory."""
+    tmp = Path(tempfile.mkdtemp(prefix="lowlevel-bench-"))
+    src, lib = tmp / "stub.c", tmp / "libstub.so"
+    src.write_text(STUB_C)
+    cc = os.environ.get("CC", "cc")
+    try:
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True,
+                       capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise SystemExit(f"bench_host: cannot build the C stubs with {cc!r} ({e}); set CC to a C compiler")
+    return ctypes.CDLL(str(lib))
+
+
+def install_stubs(stubs: ctypes.CDLL):
+    """Put the stubs in place of cuLaunchKernel and cublasSgemm_v2 of the emulated driver;
+    return the stub launch, typed as cuLaunchKernel is."""
+    from lowlevel import cuda
+    from lowlevel.capi.prototypes import PROTOTYPES, CUresult
+    from lowlevel.cuda import cublas
+
+    drv = cuda.get_driver()
+    launch = stubs.ll_stub_launch
+    launch.restype, launch.argtypes = CUresult, list(PROTOTYPES["cuLaunchKernel"][1])
+    drv.cuLaunchKernel.cfunc = launch
+    sgemm = stubs.ll_stub_sgemm
+    restype, argtypes = cublas.PROTOTYPES["cublasSgemm_v2"]
+    sgemm.restype, sgemm.argtypes = restype, list(argtypes)
+    cublas.library().replace_function("cublasSgemm_v2", sgemm)
+    return launch
+
+
+def per_call_us(fn, number: int, runs: int) -> tuple[float, float, float]:
+    """(median, min, max) over `runs` of the microseconds per call of `fn`."""
+    fn()                                           # loads, plans and caches: not timed
+    times = [t / number * 1e6 for t in timeit.repeat(fn, number=number, repeat=runs)]
+    return statistics.median(times), min(times), max(times)
+
+
+def lowlevel_ops():
+    """op name -> a call of it on tiny tensors (float32)."""
+    import lowlevel as ll
+    a, b = ll.randn(16, device="cuda"), ll.randn(16, device="cuda")
+    m = ll.randn(8, 16, device="cuda")
+    p, q = ll.randn(8, 8, device="cuda"), ll.randn(8, 8, device="cuda")
+    ca, cb = ll.randn(16), ll.randn(16)
+    return {"a + b": lambda: a + b, "relu": lambda: a.relu(), "x * 2.0": lambda: a * 2.0,
+            "m.sum(1)": lambda: m.sum(1), "m.softmax(1)": lambda: m.softmax(1), "a @ b": lambda: p @ q,
+            "a + b (cpu)": lambda: ca + cb}
+
+
+def numpy_ops():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(16, np.float32), rng.standard_normal(16, np.float32)
+    m = rng.standard_normal((8, 16), np.float32)
+    p, q = rng.standard_normal((8, 8), np.float32), rng.standard_normal((8, 8), np.float32)
+
+    def softmax():
+        e = np.exp(m - m.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+    return {"a + b": lambda: a + b, "relu": lambda: np.maximum(a, 0), "x * 2.0": lambda: a * np.float32(2.0),
+            "m.sum(1)": lambda: m.sum(1), "m.softmax(1)": softmax, "a @ b": lambda: p @ q,
+            "a + b (cpu)": lambda: a + b}
+
+
+def torch_ops():
+    """torch's CPU eager ops, or {} when torch is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    a, b, m = torch.randn(16), torch.randn(16), torch.randn(8, 16)
+    p, q = torch.randn(8, 8), torch.randn(8, 8)
+    return {"a + b": lambda: a + b, "relu": lambda: a.relu(), "x * 2.0": lambda: a * 2.0,
+            "m.sum(1)": lambda: m.sum(1), "m.softmax(1)": lambda: m.softmax(1), "a @ b": lambda: p @ q,
+            "a + b (cpu)": lambda: a + b}
+
+
+def bare_launch_call(launch):
+    """The stub (or the real cuLaunchKernel, unlaunched: never called) with 11 arguments."""
+    params = (ctypes.c_void_p * 4)()
+    return lambda: launch(1, 1, 1, 1, 256, 1, 1, 0, 0, params, None)
+
+
+def show(value) -> str:
+    return f"{value[0]:8.2f}" if value else f"{'-':>8s}"
+
+
+def ratio(x, y) -> str:
+    return f"{x[0] / y[0]:6.1f}x" if x and y else f"{'-':>7s}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--driver", choices=("emu", "cuda"), default="emu",
+                        help="emu: the emulated driver with launches stubbed; cuda: the real one, real launches")
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--number", type=int, default=2000, help="calls per run")
+    opts = parser.parse_args()
+    os.environ["LOWLEVEL_DRIVER"] = opts.driver
+    from lowlevel import cuda
+    stubbed = opts.driver == "emu"
+    launch = install_stubs(compile_stubs()) if stubbed else None
+    ops, np_ops, th_ops = lowlevel_ops(), numpy_ops(), torch_ops()
+    bare = per_call_us(bare_launch_call(launch), opts.number * 5, opts.runs) if stubbed else None
+
+    drv = cuda.get_driver()
+    print(f"driver: {drv.description}; " + ("cuLaunchKernel and cublasSgemm_v2 are C no-ops (cc -shared)"
+                                            if stubbed else "real launches"))
+    print(f"median of {opts.runs} runs of {opts.number} calls, us per call; torch "
+          f"{'CPU eager' if th_ops else 'not installed'}")
+    if bare:
+        print(f"bare ctypes call with cuLaunchKernel's 11 arguments: {bare[0]:.2f} us")
+    print(f"{'op':14s} {'lowlevel':>8s} {'spread':>13s} {'target':>7s} {'met':>4s} {'numpy':>8s} {'ll/np':>7s} "
+          f"{'torch':>8s} {'ll/torch':>8s} {'ll/ctypes':>9s}")
+    for name, fn in ops.items():
+        ll_t = per_call_us(fn, opts.number, opts.runs)
+        np_t = per_call_us(np_ops[name], opts.number, opts.runs)
+        th_t = per_call_us(th_ops[name], opts.number, opts.runs) if name in th_ops else None
+        target = TARGETS[name]
+        met = "yes" if ll_t[0] <= target else "NO"
+        spread = f"{ll_t[1]:.1f}-{ll_t[2]:.1f}"
+        if not stubbed and name != "a + b (cpu)":
+            met = "n/a"                            # real launches: the target is for the stubbed path
+        cuda_op = name != "a + b (cpu)"
+        print(f"{name:14s} {show(ll_t)} {spread:>13s} {target:7.1f} {met:>4s} {show(np_t)} {ratio(ll_t, np_t)} "
+              f"{show(th_t)} {ratio(ll_t, th_t):>8s} {ratio(ll_t, bare) if cuda_op else '-':>9s}")
+
+
+if __name__ == "__main__":
+    main()
