@@ -17,11 +17,6 @@ def format_driver_version(version: int) -> str:
     return f"{version // 1000}.{version % 1000 // 10}"
 
 
-def format_driver_version(driver_version: int) -> str:
-    """cuDriverGetVersion's 1000 * major + 10 * minor as "major.minor": 13000 -> "13.0"."""
-    return f"{driver_version // 1000}.{driver_version % 1000 // 10}"
-
-
 def max_ptx_isa(driver_version: int) -> tuple[int, int]:
     """The newest PTX ISA a driver of this CUDA version (e.g. 13000) JITs.
 
