@@ -10,6 +10,7 @@
                    copysign testp
     warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync's member rule
     memops.py      ld st atom red cvta isspacep bar/barrier, mov of a variable's address
+    paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it
     barred.py      bar.red (popc/and/or)
     asyncopy.py    cp.async
     calls.py       `call` of a .func (inlined at load), the .param words of a call

@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ptx.errors import PtxError
-from ..ptx.ir import TYPES, Addr, Imm, Instruction, Sym, Vec
-from . import barred
+from ..ptx.ir import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
+from . import barred, paramaddr
 from .addressing import LOCAL_WINDOW, SHARED_WINDOW
 from .operands import CACHE_MODS, Mods, operands, unsupported, view_name
 from .registry import SYMBOL, register
@@ -166,6 +166,9 @@ def emit_ld(g, ins: Instruction) -> None:
         raise PtxError(ins.line, f"ld.v{vec} needs {vec} destinations: {ins.text}")
     raw_t = f"u{size * 8}" if kind != "s" else t
     if space == "param":
+        if isinstance(addr, Addr) and isinstance(addr.base, Reg):
+            _ld_param_through_register(g, ins, addr, dests, size, vec, raw_t, kind, t, guard)
+            return
         if not (isinstance(addr, Addr) and isinstance(addr.base, Sym)):
             raise unsupported(ins, "ld.param through a register address")
         p = next((p for p in g.ck.kernel.params if p.name == addr.base.name), None)
@@ -193,6 +196,20 @@ def emit_ld(g, ins: Instruction) -> None:
         col = tmp if vec == 1 else f"{tmp}[:, {i}]"
         value = col if kind != "s" else f"{col}.view({view_name(t)})"
         g.write(ins, e, value, raw_t, guard)
+
+
+def _ld_param_through_register(g, ins, addr, dests, size, vec, raw_t, kind, t, guard):
+    """ld.param [%rd+off]: %rd holds a parameter's address (mov %rd, param)."""
+    a = _add(g, g.read(ins, addr.base, "u64"), addr.offset)
+    g.ns["_param_gather"] = paramaddr.param_gather
+    ins_name = f"_param_ins{len(g.ns)}"      # a module-level name no temporary shadows
+    g.ns[ins_name] = ins
+    tmp = g.fresh()
+    g.emit(f"{tmp} = _param_gather(C, {a}, {size}, {vec}, {view_name(raw_t)}, "
+           f"{guard if guard is not None else 'None'}, {ins_name})")
+    for i, e in enumerate(dests):
+        col = tmp if vec == 1 else f"{tmp}[:, {i}]"
+        g.write(ins, e, col if kind != "s" else f"{col}.view({view_name(t)})", raw_t, guard)
 
 
 def emit_st(g, ins: Instruction) -> None:
@@ -333,7 +350,11 @@ def emit_mov_address(g, ins: Instruction) -> None:
     t = m.one_type({"u32", "u64", "b32", "b64", "s32", "s64"})
     m.done()
     guard = g.guard(ins)
-    expr, _ = symbol(g, ins, ops[1].name)
+    offset = paramaddr.parameter_offset(g.ck, ops[1].name)
+    if offset is not None:
+        expr = g.const(np.uint64(offset))       # an address in the parameter space
+    else:
+        expr, _ = symbol(g, ins, ops[1].name)
     if TYPES[t][0] == 4:
         g.write(ins, ops[0], f"({expr} & _U64(0xFFFFFFFF)).astype(_U32)", "u32", guard)
     else:
