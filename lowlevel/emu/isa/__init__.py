@@ -6,6 +6,7 @@
     compare.py     setp set selp
     convert.py     mov cvt, trap, membar/fence
     half.py        the f16/bf16 (and pair) forms of arithmetic, setp and cvt
+    halfmore.py    atom/red.add.noftz on f16/bf16 (and pairs), set on half types
     bits.py        popc clz brev bfind fns bfe bfi prmt lop3 shf mul24 sad dp4a/dp2a slct
                    copysign testp
     warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync's member rule
@@ -26,5 +27,5 @@
 The decoder (engine/decode.py) imports this package once, so every family has registered
 before it reads the registry; no family imports the decoder.
 """
-from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, memops,  # noqa: F401
+from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, memops,  # noqa: F401
                paramaddr, printf, simd, specials, warp)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
-from . import barred, paramaddr
+from . import barred, halfmore, paramaddr
 from .addressing import LOCAL_WINDOW, SHARED_WINDOW
 from .operands import CACHE_MODS, Mods, operands, unsupported, view_name
 from .registry import SYMBOL, register
@@ -248,7 +248,7 @@ _ATOM_TYPES = {
     "min": {"u32", "s32", "u64", "s64"}, "max": {"u32", "s32", "u64", "s64"},
     "inc": {"u32"}, "dec": {"u32"},
     "and": {"b32", "b64"}, "or": {"b32", "b64"}, "xor": {"b32", "b64"},
-    "exch": {"b32", "b64"}, "cas": {"b32", "b64"},
+    "exch": {"b32", "b64"}, "cas": {"b16", "b32", "b64"},
 }
 
 
@@ -261,8 +261,7 @@ def emit_atom(g, ins: Instruction) -> None:
     op = m.take(*_ATOM_TYPES)
     if op is None:
         raise unsupported(ins, "operation")
-    if m.take("noftz"):
-        raise unsupported(ins, ".noftz (half-precision atomics)")
+    noftz = m.take("noftz")
     vec = m.take("v2", "v4", "v8")
     if vec:
         raise unsupported(ins, f".{vec} atomics")
@@ -271,7 +270,13 @@ def emit_atom(g, ins: Instruction) -> None:
     if len(ts) != 1:
         raise PtxError(ins.line, f"expected one type on {ins.opcode}: {ins.text}")
     t = ts[0]
-    if t not in _ATOM_TYPES[op]:
+    op_expr = repr(op)
+    if noftz:
+        # half-precision adds: a step function over the raw bits (halfmore.py)
+        step, t = halfmore.half_atomic(ins, op, t)
+        op_expr = f"_half_atom{len(g.ns)}"
+        g.ns[op_expr] = step
+    elif t not in _ATOM_TYPES[op]:
         raise unsupported(ins, f".{op} on .{t}")
     ops = operands_less_policy(g, ins, 2)
     n_src = 2 if op == "cas" else 1
@@ -296,7 +301,7 @@ def emit_atom(g, ins: Instruction) -> None:
     iid = g.ns["_register_instruction"](ins)
     gexpr = guard if guard is not None else "None"
     c = vals[1] if op == "cas" else "None"
-    call = f"C.atom({space!r}, {a}, {op!r}, {t!r}, {vals[0]}, {c}, {iid}, {gexpr}"
+    call = f"C.atom({space!r}, {a}, {op_expr}, {t!r}, {vals[0]}, {c}, {iid}, {gexpr}"
     if is_red:
         g.emit(call + ", False)")
         return
