@@ -131,3 +131,69 @@ def test_set_into_half_pairs(driver, rng, arch):
                                   np.where(gt, np.float16(1).view(np.uint16), 0).astype(np.uint16))
     halves = np.where(le, 0xFFFF, 0).astype(np.uint32).reshape(n, 2)
     np.testing.assert_array_equal(download(m, n, np.uint32), halves[:, 0] | (halves[:, 1] << 16))
+
+
+SET_PTX = """.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 po)
+{
+  .reg .pred %p<3>;
+  .reg .b16 %h<4>;
+  .reg .b32 %r<9>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [pa];
+  ld.param.u64 %rd2, [pb];
+  ld.param.u64 %rd3, [po];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd4, %r1, 4;
+  add.s64 %rd5, %rd1, %rd4;
+  add.s64 %rd6, %rd2, %rd4;
+  ld.global.u32 %r2, [%rd5];
+  ld.global.u32 %r3, [%rd6];
+  mov.b32 {%h1, %h2}, %r2;
+  mov.b32 {%h3, _}, %r3;
+  and.b32 %r4, %r1, 1;
+  setp.ne.u32 %p1, %r4, 0;                  // odd threads: the .and operand is true
+  set.ltu.u32.f16 %r5, %h1, %h3;            // scalar, unordered: 0xFFFFFFFF or 0
+  set.ge.and.f16.f16 %h2, %h1, %h3, %p1;    // scalar into a half: 1.0 or 0.0
+  set.ne.bf16x2.bf16x2 %r6, %r2, %r3;       // pairs of bfloat16
+  mul.wide.u32 %rd4, %r1, 16;
+  add.s64 %rd7, %rd3, %rd4;
+  cvt.u32.u16 %r7, %h2;
+  st.global.v4.u32 [%rd7], {%r5, %r7, %r6, %r6};
+  ret;
+}
+"""
+
+
+def test_set_on_half_scalars_and_bf16_pairs(driver, rng):
+    n = 64
+    a = rng.standard_normal(2 * n).astype(np.float16)
+    b = rng.standard_normal(2 * n).astype(np.float16)
+    b[::4] = a[::4]
+    a[2::7], b[6::11] = np.nan, np.nan
+    abf = rng.integers(0, 5, 2 * n).astype(np.uint16) + np.uint16(0x3F80)   # bf16 1.0 ... nearby
+    bbf = rng.integers(0, 5, 2 * n).astype(np.uint16) + np.uint16(0x3F80)
+    abf[5::13] = 0x7FC1                                                  # a bf16 NaN
+    # one word per thread: low half an f16 (for the scalar sets), both halves a bf16 pair
+    # for set.ne.bf16x2: build the words so that the low halves are the f16 inputs
+    wa = a.view(np.uint16).reshape(n, 2)[:, 0].astype(np.uint32) | (abf.reshape(n, 2)[:, 1].astype(np.uint32) << 16)
+    wb = b.view(np.uint16).reshape(n, 2)[:, 0].astype(np.uint32) | (bbf.reshape(n, 2)[:, 1].astype(np.uint32) << 16)
+    out = upload(poisoned((n, 4), np.uint32))
+    cuda.Module.from_ptx(SET_PTX).get_function("k").launch(1, n, (upload(wa), upload(wb), out))
+    got = download(out, (n, 4), np.uint32)
+    x = (wa & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float64)
+    y = (wb & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float64)
+    nan = np.isnan(x) | np.isnan(y)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(got[:, 0], np.where((x < y) | nan, 0xFFFFFFFF, 0).astype(np.uint32))
+        odd = np.arange(n) % 2 == 1
+        np.testing.assert_array_equal(got[:, 1], np.where((x >= y) & odd, 0x3C00, 0).astype(np.uint32))
+        want = np.zeros(n, np.uint32)
+        for i in range(2):
+            xa = bf16_value((wa >> (16 * i)) & 0xFFFF)
+            yb = bf16_value((wb >> (16 * i)) & 0xFFFF)
+            ne = (xa != yb) & ~(np.isnan(xa) | np.isnan(yb))
+            want |= np.where(ne, 0x3F80, 0).astype(np.uint32) << (16 * i)
+    np.testing.assert_array_equal(got[:, 2], want)
