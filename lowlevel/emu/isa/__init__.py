@@ -13,6 +13,7 @@
     memops.py      ld st atom red cvta isspacep bar/barrier, mov of a variable's address
     paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it
     barred.py      bar.red (popc/and/or)
+    matrix.py      ldmatrix (the mma fragment layout); mma itself is not implemented yet
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
     calls.py       `call` of a .func (inlined at load), the .param words of a call
@@ -27,5 +28,5 @@
 The decoder (engine/decode.py) imports this package once, so every family has registered
 before it reads the registry; no family imports the decoder.
 """
-from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, memops,  # noqa: F401
+from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, matrix, memops,  # noqa: F401
                paramaddr, printf, simd, specials, warp)
