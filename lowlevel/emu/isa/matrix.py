@@ -8,7 +8,16 @@ bytes, 16-byte aligned); register j of lane l receives row l/4, columns 2(l%4) a
 2(l%4)+1 of matrix j (the lower column in the lower half), or with .trans the same
 elements of the transposed matrix. The instruction is warp-collective (.aligned): the
 emulator runs it only with every lane of full warps converged, and refuses anything else
-with a launch fault naming it. mma, stmatrix and movmatrix stay refused by name at load.
+with a launch fault naming it.
+
+    mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 d, a, b, c;
+
+with groupID g = lane/4 and t = lane%4: a holds A[g + 8*((i/2)%2)][2t + i%2 + 8*(i/4)]
+for its halves i = 0..7 (two per register, lower first); b holds B[2t + i%2 + 8*(i/2)][g]
+for i = 0..3; c and d hold C[g + 8*(i/2)][2t + i%2] for i = 0..3. The products and their
+sum are computed in float64 and rounded once to float32 (a GPU's tensor core keeps less:
+results agree within a bound proportionate to K, not bit for bit). Other shapes and
+types, stmatrix and movmatrix stay refused by name at load.
 """
 from __future__ import annotations
 
@@ -24,12 +33,16 @@ from .registry import provide, register
 WARP = 32
 
 
-def ldmatrix(C, addrs, count: int, trans: bool, iid: int, text: str):
-    """The `count` registers (uint32, one array each) of every lane."""
+def _converged(C, what: str, text: str) -> None:
     if C.lanes is not None or C.active is not None or C.n % WARP:
         raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
-                          f"ldmatrix is warp-collective (.aligned): it needs every lane of "
+                          f"{what} is warp-collective (.aligned): it needs every lane of "
                           f"full, converged warps here ({text})")
+
+
+def ldmatrix(C, addrs, count: int, trans: bool, iid: int, text: str):
+    """The `count` registers (uint32, one array each) of every lane."""
+    _converged(C, "ldmatrix", text)
     lane = np.arange(C.n) % WARP
     used = lane < 8 * count                     # only these lanes' addresses are read
     addrs = np.broadcast_to(np.asarray(addrs).astype(np.uint64), (C.n,))
@@ -46,7 +59,46 @@ def ldmatrix(C, addrs, count: int, trans: bool, iid: int, text: str):
     return out
 
 
-provide(_ldmatrix=ldmatrix)
+def _halves_f64(reg, kind: str):
+    """(low, high) halves of uint32 registers as float64."""
+    r = np.asarray(reg, np.uint32)
+    out = []
+    for bits in (r & 0xFFFF, r >> 16):
+        if kind == "f16":
+            out.append(bits.astype(np.uint16).view(np.float16).astype(np.float64))
+        else:
+            out.append((bits << 16).astype(np.uint32).view(np.float32).astype(np.float64))
+    return out
+
+
+def _lanes_of(reg, n: int):
+    return np.broadcast_to(np.asarray(reg, np.uint32), (n,))
+
+
+def mma_m16n8k16(C, a_regs, b_regs, c_vals, kind: str, text: str):
+    """D = A B + C for every warp; returns the four f32 registers of d."""
+    _converged(C, "mma.sync", text)
+    warps = C.n // WARP
+    g, t = np.arange(WARP) // 4, np.arange(WARP) % 4
+    w = np.arange(warps)[:, None]
+    A, B, Cm = np.zeros((warps, 16, 16)), np.zeros((warps, 16, 8)), np.zeros((warps, 16, 8))
+    for r, reg in enumerate(a_regs):
+        for h, v in enumerate(_halves_f64(_lanes_of(reg, C.n), kind)):
+            i = 2 * r + h
+            A[w, g + 8 * ((i // 2) % 2), 2 * t + i % 2 + 8 * (i // 4)] = v.reshape(warps, WARP)
+    for r, reg in enumerate(b_regs):
+        for h, v in enumerate(_halves_f64(_lanes_of(reg, C.n), kind)):
+            i = 2 * r + h
+            B[w, 2 * t + i % 2 + 8 * (i // 2), g] = v.reshape(warps, WARP)
+    for i, v in enumerate(c_vals):
+        v = np.broadcast_to(np.asarray(v, np.float32).astype(np.float64), (C.n,))
+        Cm[w, g + 8 * (i // 2), 2 * t + i % 2] = v.reshape(warps, WARP)
+    with np.errstate(all="ignore"):
+        D = (A @ B + Cm).astype(np.float32)
+    return [D[w, g + 8 * (i // 2), 2 * t + i % 2].reshape(C.n) for i in range(4)]
+
+
+provide(_ldmatrix=ldmatrix, _mma_m16n8k16=mma_m16n8k16)
 
 
 def emit_ldmatrix(g, ins):
@@ -76,4 +128,35 @@ def emit_ldmatrix(g, ins):
         g.write(ins, e, f"{tmp}[{j}]", "u32", None)
 
 
+def _regs(ins, op, n: int, what: str) -> list:
+    elems = op.elems if isinstance(op, Vec) else [op]
+    if len(elems) != n or any(e is None for e in elems):
+        raise PtxError(ins.line, f"mma {what} takes {n} registers: {ins.text}")
+    return elems
+
+
+def emit_mma(g, ins):
+    m = Mods(ins)
+    form = [m.take("sync"), m.take("aligned"), m.take("m16n8k16"), m.take("row"), m.take("col")]
+    ts = m.types()
+    m.done()
+    kinds = ts[1:3]
+    if None in form or len(ts) != 4 or ts[0] != "f32" or ts[3] != "f32" \
+            or kinds[0] != kinds[1] or kinds[0] not in ("f16", "bf16"):
+        raise unsupported(ins, "shape or types (only .m16n8k16.row.col.f32.f16.f16.f32 "
+                               "and .f32.bf16.bf16.f32)")
+    if ins.guard is not None:
+        raise unsupported(ins, "a predicated mma")
+    d, a, b, c = operands(ins, 4)
+    d, a, b, c = _regs(ins, d, 4, "d"), _regs(ins, a, 4, "a"), _regs(ins, b, 2, "b"), _regs(ins, c, 4, "c")
+    av = ", ".join(g.read(ins, x, "u32") for x in a)
+    bv = ", ".join(g.read(ins, x, "u32") for x in b)
+    cv = ", ".join(g.read(ins, x, "f32") for x in c)
+    tmp = g.fresh()
+    g.emit(f"{tmp} = _mma_m16n8k16(C, [{av}], [{bv}], [{cv}], {kinds[0]!r}, {ins.text!r})")
+    for i, e in enumerate(d):
+        g.write(ins, e, f"{tmp}[{i}]", "f32", None)
+
+
 register(emit_ldmatrix, "ldmatrix")
+register(emit_mma, "mma")
