@@ -13,7 +13,7 @@
     memops.py      ld st atom red cvta isspacep bar/barrier, mov of a variable's address
     paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it
     barred.py      bar.red (popc/and/or)
-    matrix.py      ldmatrix, mma.sync m16n8k16 f32 += f16/bf16 (the ISA fragment layouts)
+    matrix.py      ldmatrix, mma.sync m16n8k16/k8 f32 += f16/bf16 (the ISA fragment layouts)
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
     calls.py       `call` of a .func (inlined at load), the .param words of a call

@@ -10,11 +10,12 @@ elements of the transposed matrix. The instruction is warp-collective (.aligned)
 emulator runs it only with every lane of full warps converged, and refuses anything else
 with a launch fault naming it.
 
-    mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 d, a, b, c;
+    mma.sync.aligned.{m16n8k16,m16n8k8}.row.col.f32.{f16,bf16}.{f16,bf16}.f32 d, a, b, c;
 
 with groupID g = lane/4 and t = lane%4: a holds A[g + 8*((i/2)%2)][2t + i%2 + 8*(i/4)]
-for its halves i = 0..7 (two per register, lower first); b holds B[2t + i%2 + 8*(i/2)][g]
-for i = 0..3; c and d hold C[g + 8*(i/2)][2t + i%2] for i = 0..3. The products and their
+for its halves i = 0..7 (two per register, lower first; k8: i = 0..3); b holds
+B[2t + i%2 + 8*(i/2)][g] for i = 0..3 (k8: 0..1); c and d hold C[g + 8*(i/2)][2t + i%2]
+for i = 0..3. The products and their
 sum are computed in float64 and rounded once to float32 (a GPU's tensor core keeps less:
 results agree within a bound proportionate to K, not bit for bit). Other shapes and
 types, stmatrix and movmatrix stay refused by name at load.
@@ -75,13 +76,14 @@ def _lanes_of(reg, n: int):
     return np.broadcast_to(np.asarray(reg, np.uint32), (n,))
 
 
-def mma_m16n8k16(C, a_regs, b_regs, c_vals, kind: str, text: str):
-    """D = A B + C for every warp; returns the four f32 registers of d."""
+def mma_m16n8(C, k: int, a_regs, b_regs, c_vals, kind: str, text: str):
+    """D = A B + C (m16 n8, k 16 or 8) for every warp; returns the four f32 registers of d.
+    For k 8 the a halves i = 0..3 sit where the k 16 ones do, and b has one register."""
     _converged(C, "mma.sync", text)
     warps = C.n // WARP
     g, t = np.arange(WARP) // 4, np.arange(WARP) % 4
     w = np.arange(warps)[:, None]
-    A, B, Cm = np.zeros((warps, 16, 16)), np.zeros((warps, 16, 8)), np.zeros((warps, 16, 8))
+    A, B, Cm = np.zeros((warps, 16, k)), np.zeros((warps, k, 8)), np.zeros((warps, 16, 8))
     for r, reg in enumerate(a_regs):
         for h, v in enumerate(_halves_f64(_lanes_of(reg, C.n), kind)):
             i = 2 * r + h
@@ -98,7 +100,7 @@ def mma_m16n8k16(C, a_regs, b_regs, c_vals, kind: str, text: str):
     return [D[w, g + 8 * (i // 2), 2 * t + i % 2].reshape(C.n) for i in range(4)]
 
 
-provide(_ldmatrix=ldmatrix, _mma_m16n8k16=mma_m16n8k16)
+provide(_ldmatrix=ldmatrix, _mma_m16n8=mma_m16n8)
 
 
 def emit_ldmatrix(g, ins):
@@ -137,23 +139,26 @@ def _regs(ins, op, n: int, what: str) -> list:
 
 def emit_mma(g, ins):
     m = Mods(ins)
-    form = [m.take("sync"), m.take("aligned"), m.take("m16n8k16"), m.take("row"), m.take("col")]
+    shape = m.take("m16n8k16", "m16n8k8")
+    form = [m.take("sync"), m.take("aligned"), shape, m.take("row"), m.take("col")]
     ts = m.types()
     m.done()
     kinds = ts[1:3]
     if None in form or len(ts) != 4 or ts[0] != "f32" or ts[3] != "f32" \
             or kinds[0] != kinds[1] or kinds[0] not in ("f16", "bf16"):
-        raise unsupported(ins, "shape or types (only .m16n8k16.row.col.f32.f16.f16.f32 "
-                               "and .f32.bf16.bf16.f32)")
+        raise unsupported(ins, "shape or types (only .m16n8k16/.m16n8k8.row.col "
+                               ".f32.f16.f16.f32 and .f32.bf16.bf16.f32)")
     if ins.guard is not None:
         raise unsupported(ins, "a predicated mma")
     d, a, b, c = operands(ins, 4)
-    d, a, b, c = _regs(ins, d, 4, "d"), _regs(ins, a, 4, "a"), _regs(ins, b, 2, "b"), _regs(ins, c, 4, "c")
+    k = 16 if shape == "m16n8k16" else 8
+    d, c = _regs(ins, d, 4, "d"), _regs(ins, c, 4, "c")
+    a, b = _regs(ins, a, k // 4, "a"), _regs(ins, b, k // 8, "b")
     av = ", ".join(g.read(ins, x, "u32") for x in a)
     bv = ", ".join(g.read(ins, x, "u32") for x in b)
     cv = ", ".join(g.read(ins, x, "f32") for x in c)
     tmp = g.fresh()
-    g.emit(f"{tmp} = _mma_m16n8k16(C, [{av}], [{bv}], [{cv}], {kinds[0]!r}, {ins.text!r})")
+    g.emit(f"{tmp} = _mma_m16n8(C, {k}, [{av}], [{bv}], [{cv}], {kinds[0]!r}, {ins.text!r})")
     for i, e in enumerate(d):
         g.write(ins, e, f"{tmp}[{i}]", "f32", None)
 

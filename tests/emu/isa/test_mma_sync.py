@@ -1,5 +1,5 @@
-"""mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 from NVRTC-compiled
-inline assembly: each lane loads its fragments of A (16x16), B (16x8) and C (16x8) at the
+"""mma.sync.aligned.{m16n8k16,m16n8k8}.row.col.f32.{f16,bf16}.{f16,bf16}.f32 from NVRTC-compiled
+inline assembly: each lane loads its fragments of A (16xK), B (Kx8) and C (16x8) at the
 positions the PTX ISA gives (groupID g = lane/4, t = lane%4), two warps with matrices of
 their own, against a float64 matmul with a bound proportionate to K (the tensor core's
 accumulation keeps fewer bits than float64). Inputs random, outputs poisoned.
@@ -13,20 +13,22 @@ from helpers.memory import download, poisoned, upload
 SOURCE = r"""
 #define MMA(TYPE) \
     "mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
-template <int BF>
+#define MMA8(TYPE) \
+    "mma.sync.aligned.m16n8k8.row.col.f32." TYPE "." TYPE ".f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
+template <int BF, int K>
 __device__ void run(const unsigned short* A, const unsigned short* B, const float* Cin, float* D) {
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    A += warp * 256; B += warp * 128; Cin += warp * 128; D += warp * 128;
+    A += warp * 16 * K; B += warp * K * 8; Cin += warp * 128; D += warp * 128;
     unsigned a[4], b[2];
-    for (int r = 0; r < 4; ++r) {                     // halves i = 2r, 2r+1
+    for (int r = 0; r < K / 4; ++r) {                 // halves i = 2r, 2r+1
         unsigned h[2];
         for (int k = 0; k < 2; ++k) {
             int i = 2 * r + k, row = g + 8 * ((i / 2) % 2), col = 2 * t + i % 2 + 8 * (i / 4);
-            h[k] = A[row * 16 + col];
+            h[k] = A[row * K + col];
         }
         a[r] = h[0] | (h[1] << 16);
     }
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < K / 8; ++r) {
         unsigned h[2];
         for (int k = 0; k < 2; ++k) {
             int i = 2 * r + k, row = 2 * t + i % 2 + 8 * (i / 2);
@@ -36,7 +38,13 @@ __device__ void run(const unsigned short* A, const unsigned short* B, const floa
     }
     float c[4], d[4];
     for (int i = 0; i < 4; ++i) c[i] = Cin[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];
-    if (BF)
+    if (K == 8 && BF)
+        asm volatile(MMA8("bf16") : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(b[0]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+    else if (K == 8)
+        asm volatile(MMA8("f16") : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(b[0]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+    else if (BF)
         asm volatile(MMA("bf16") : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
                        "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
@@ -46,10 +54,11 @@ __device__ void run(const unsigned short* A, const unsigned short* B, const floa
                        "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
     for (int i = 0; i < 4; ++i) D[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = d[i];
 }
-extern "C" __global__ void mma_f16(const unsigned short* A, const unsigned short* B, const float* C, float* D) { run<0>(A, B, C, D); }
-extern "C" __global__ void mma_bf16(const unsigned short* A, const unsigned short* B, const float* C, float* D) { run<1>(A, B, C, D); }
+#define KERNEL(NAME, BF, K) extern "C" __global__ void NAME(const unsigned short* A, const unsigned short* B, \
+                                                     const float* C, float* D) { run<BF, K>(A, B, C, D); }
+KERNEL(mma_f16_k16, 0, 16) KERNEL(mma_bf16_k16, 1, 16) KERNEL(mma_f16_k8, 0, 8) KERNEL(mma_bf16_k8, 1, 8)
 """
-WARPS, K = 2, 16
+WARPS = 2
 
 
 def bf16_round(x):
@@ -57,11 +66,12 @@ def bf16_round(x):
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
+@pytest.mark.parametrize("K", [16, 8])
 @pytest.mark.parametrize("kind", ["f16", "bf16"])
-def test_mma_m16n8k16(driver, rng, kind):
-    f = load_compiled(nvrtc_ptx(SOURCE)).get_function(f"mma_{kind}")
-    a64 = rng.standard_normal((WARPS, 16, 16))
-    b64 = rng.standard_normal((WARPS, 16, 8))
+def test_mma_m16n8(driver, rng, kind, K):
+    f = load_compiled(nvrtc_ptx(SOURCE)).get_function(f"mma_{kind}_k{K}")
+    a64 = rng.standard_normal((WARPS, 16, K))
+    b64 = rng.standard_normal((WARPS, K, 8))
     c = rng.standard_normal((WARPS, 16, 8)).astype(np.float32)
     if kind == "f16":
         abits, bbits = a64.astype(np.float16).view(np.uint16), b64.astype(np.float16).view(np.uint16)
