@@ -103,6 +103,13 @@ def _compile(compiler: str, source: str, options: tuple) -> "str | _Skip | _Fail
 
 
 def _nvrtc_ptx(source: str, options: tuple):
+    if "#include <cub/" in source:
+        # CUB comes with the CCCL headers, which NVRTC does not search by itself
+        from cuda.pathfinder import find_nvidia_header_directory  # noqa: PLC0415  (only for such sources)
+        cccl = find_nvidia_header_directory("cccl")
+        if cccl is None:
+            return _Skip("CUB (the CCCL headers) not found")
+        options = (*options, f"-I{cccl}")
     try:
         return compiler.compile(source, "ptx", "compute_80", options)
     except compiler.ToolMissing as exc:

@@ -31,7 +31,10 @@ def _flush(x):
 
 
 def _step(op, old, b, c, ftz):
-    """The new value after one thread's operation (vectorized)."""
+    """The new value after one thread's operation (vectorized). `op` may be a function
+    of (old, b) over the raw bits (the half-precision adds of isa/halfmore.py)."""
+    if callable(op):
+        return np.asarray(op(old, b)).astype(old.dtype, copy=False)
     if op == "add":
         if ftz:
             return _flush(_flush(old) + _flush(b))
@@ -140,7 +143,7 @@ def _sequential(view, op, addr, starts, lens, bs, cs, old_sorted, ftz):
     scalar = op in ("cas", "inc", "dec")
     cost_rounds = maxlen * 20.0
     cost_segments = float(m_lens.sum()) * 0.6 if scalar else m_starts.size * 10.0
-    if cost_rounds <= cost_segments:
+    if callable(op) or cost_rounds <= cost_segments:
         for r in range(maxlen):
             sel = m_lens > r
             p = m_starts[sel] + r

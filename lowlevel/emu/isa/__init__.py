@@ -6,11 +6,15 @@
     compare.py     setp set selp
     convert.py     mov cvt, trap, membar/fence
     half.py        the f16/bf16 (and pair) forms of arithmetic, setp and cvt
+    halfmore.py    atom/red.add.noftz on f16/bf16 (and pairs), set on half types
     bits.py        popc clz brev bfind fns bfe bfi prmt lop3 shf mul24 sad dp4a/dp2a slct
                    copysign testp
     warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync's member rule
     memops.py      ld st atom red cvta isspacep bar/barrier, mov of a variable's address
+    paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it
     barred.py      bar.red (popc/and/or)
+    matrix.py      ldmatrix, mma.sync m16n8k16/k8 f32 += f16/bf16 (the ISA fragment layouts)
+    simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
     calls.py       `call` of a .func (inlined at load), the .param words of a call
     devassert.py   __assertfail (device assert)
@@ -24,5 +28,5 @@
 The decoder (engine/decode.py) imports this package once, so every family has registered
 before it reads the registry; no family imports the decoder.
 """
-from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, memops,  # noqa: F401
-               printf, specials, warp)
+from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, matrix, memops,  # noqa: F401
+               paramaddr, printf, simd, specials, warp)

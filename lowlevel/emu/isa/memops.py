@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ptx.errors import PtxError
-from ..ptx.ir import TYPES, Addr, Imm, Instruction, Sym, Vec
-from . import barred
+from ..ptx.ir import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
+from . import barred, halfmore, paramaddr
 from .addressing import LOCAL_WINDOW, SHARED_WINDOW
 from .operands import CACHE_MODS, Mods, operands, unsupported, view_name
 from .registry import SYMBOL, register
@@ -166,6 +166,9 @@ def emit_ld(g, ins: Instruction) -> None:
         raise PtxError(ins.line, f"ld.v{vec} needs {vec} destinations: {ins.text}")
     raw_t = f"u{size * 8}" if kind != "s" else t
     if space == "param":
+        if isinstance(addr, Addr) and isinstance(addr.base, Reg):
+            _ld_param_through_register(g, ins, addr, dests, size, vec, raw_t, kind, t, guard)
+            return
         if not (isinstance(addr, Addr) and isinstance(addr.base, Sym)):
             raise unsupported(ins, "ld.param through a register address")
         p = next((p for p in g.ck.kernel.params if p.name == addr.base.name), None)
@@ -193,6 +196,20 @@ def emit_ld(g, ins: Instruction) -> None:
         col = tmp if vec == 1 else f"{tmp}[:, {i}]"
         value = col if kind != "s" else f"{col}.view({view_name(t)})"
         g.write(ins, e, value, raw_t, guard)
+
+
+def _ld_param_through_register(g, ins, addr, dests, size, vec, raw_t, kind, t, guard):
+    """ld.param [%rd+off]: %rd holds a parameter's address (mov %rd, param)."""
+    a = _add(g, g.read(ins, addr.base, "u64"), addr.offset)
+    g.ns["_param_gather"] = paramaddr.param_gather
+    ins_name = f"_param_ins{len(g.ns)}"      # a module-level name no temporary shadows
+    g.ns[ins_name] = ins
+    tmp = g.fresh()
+    g.emit(f"{tmp} = _param_gather(C, {a}, {size}, {vec}, {view_name(raw_t)}, "
+           f"{guard if guard is not None else 'None'}, {ins_name})")
+    for i, e in enumerate(dests):
+        col = tmp if vec == 1 else f"{tmp}[:, {i}]"
+        g.write(ins, e, col if kind != "s" else f"{col}.view({view_name(t)})", raw_t, guard)
 
 
 def emit_st(g, ins: Instruction) -> None:
@@ -231,7 +248,7 @@ _ATOM_TYPES = {
     "min": {"u32", "s32", "u64", "s64"}, "max": {"u32", "s32", "u64", "s64"},
     "inc": {"u32"}, "dec": {"u32"},
     "and": {"b32", "b64"}, "or": {"b32", "b64"}, "xor": {"b32", "b64"},
-    "exch": {"b32", "b64"}, "cas": {"b32", "b64"},
+    "exch": {"b32", "b64"}, "cas": {"b16", "b32", "b64"},
 }
 
 
@@ -244,8 +261,7 @@ def emit_atom(g, ins: Instruction) -> None:
     op = m.take(*_ATOM_TYPES)
     if op is None:
         raise unsupported(ins, "operation")
-    if m.take("noftz"):
-        raise unsupported(ins, ".noftz (half-precision atomics)")
+    noftz = m.take("noftz")
     vec = m.take("v2", "v4", "v8")
     if vec:
         raise unsupported(ins, f".{vec} atomics")
@@ -254,7 +270,13 @@ def emit_atom(g, ins: Instruction) -> None:
     if len(ts) != 1:
         raise PtxError(ins.line, f"expected one type on {ins.opcode}: {ins.text}")
     t = ts[0]
-    if t not in _ATOM_TYPES[op]:
+    op_expr = repr(op)
+    if noftz:
+        # half-precision adds: a step function over the raw bits (halfmore.py)
+        step, t = halfmore.half_atomic(ins, op, t)
+        op_expr = f"_half_atom{len(g.ns)}"
+        g.ns[op_expr] = step
+    elif t not in _ATOM_TYPES[op]:
         raise unsupported(ins, f".{op} on .{t}")
     ops = operands_less_policy(g, ins, 2)
     n_src = 2 if op == "cas" else 1
@@ -279,7 +301,7 @@ def emit_atom(g, ins: Instruction) -> None:
     iid = g.ns["_register_instruction"](ins)
     gexpr = guard if guard is not None else "None"
     c = vals[1] if op == "cas" else "None"
-    call = f"C.atom({space!r}, {a}, {op!r}, {t!r}, {vals[0]}, {c}, {iid}, {gexpr}"
+    call = f"C.atom({space!r}, {a}, {op_expr}, {t!r}, {vals[0]}, {c}, {iid}, {gexpr}"
     if is_red:
         g.emit(call + ", False)")
         return
@@ -333,7 +355,11 @@ def emit_mov_address(g, ins: Instruction) -> None:
     t = m.one_type({"u32", "u64", "b32", "b64", "s32", "s64"})
     m.done()
     guard = g.guard(ins)
-    expr, _ = symbol(g, ins, ops[1].name)
+    offset = paramaddr.parameter_offset(g.ck, ops[1].name)
+    if offset is not None:
+        expr = g.const(np.uint64(offset))       # an address in the parameter space
+    else:
+        expr, _ = symbol(g, ins, ops[1].name)
     if TYPES[t][0] == 4:
         g.write(ins, ops[0], f"({expr} & _U64(0xFFFFFFFF)).astype(_U32)", "u32", guard)
     else:

@@ -21,7 +21,8 @@ from ..ptx.ir import Instruction, Sym
 ANY = ""
 CARRY = "cc"
 SYMBOL = "symbol"
-TYPE_FAMILIES = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16"}
+TYPE_FAMILIES = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16",
+                 "s16x2": "i16x2", "u16x2": "i16x2"}
 
 EMITTERS: dict[tuple[str, str], Callable] = {}
 RUNTIME: dict[str, object] = {}

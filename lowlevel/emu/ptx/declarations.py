@@ -32,6 +32,19 @@ class Scope(dict):
 
 
 
+def needs_own_storage(name: str, rtype: str, registers: Registers, scopes: list) -> bool:
+    """Whether `name`, declared in the innermost of `scopes`, needs storage of its own:
+    it shadows a register of an enclosing scope, or a closed sibling scope gave the name
+    another type (CUB's inline assembly declares `.reg .f32 r0;` in one `{ }` and
+    `.reg .f64 r0;` in the next)."""
+    if any(sc.store(name) for sc in scopes[:-1]):
+        return True
+    if scopes[-1].decl.get(name) is not None:
+        return False
+    old = registers.get(name)
+    return old is not None and old != rtype
+
+
 class Declarations(TokenStream):
     """Reads `.global/.shared/.local/... name[n] = {...};`, `(.param ... , ...)` and `.reg`."""
 
@@ -184,13 +197,12 @@ class Declarations(TokenStream):
                                          f"at most {MAX_SHADOWING_RANGE} registers")
                 names = [f"{name}{j}" for j in range(n)]
             for nm in names:
-                store = nm
-                if scopes and len(scopes) > 1 and any(sc.store(nm) for sc in scopes[:-1]):
+                store = (scopes[-1].store(nm) if scopes else None) or nm
+                if scopes and len(scopes) > 1 and store == nm and needs_own_storage(
+                        nm, rtype, k.registers, scopes):
                     store = f"{nm}${len(k.registers.named)}"
                     while store in k.registers:
                         store += "$"
-                elif scopes:
-                    store = next((sc.store(nm) for sc in reversed(scopes) if sc.store(nm)), nm)
                 old = k.registers.get(store)
                 if old is not None and old != rtype:
                     raise PtxError(line, f"register {nm} redeclared as .{rtype} (was .{old})")

@@ -89,10 +89,12 @@ class Operands(TokenStream):
             return self.immediate()
         if t.kind == "ident":
             self.next()
+            if self.accept("|"):
+                # `d|p` (shfl.sync, setp, match.all): CUB's inline assembly names its
+                # scoped registers without a %, `r0|p`
+                q = self.expect_kind("ident", "predicate").text
+                return PredPair(Reg(t.text), Reg(q))
             if t.text.startswith("%"):
-                if self.accept("|"):
-                    q = self.expect_kind("ident", "predicate").text
-                    return PredPair(Reg(t.text), Reg(q))
                 return Reg(t.text)
             if t.text == "WARP_SZ":          # the predefined constant: the warp size
                 return Imm(32, text="WARP_SZ")

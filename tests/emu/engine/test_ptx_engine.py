@@ -184,7 +184,7 @@ def test_version_and_target_errors():
 @pytest.mark.parametrize("line_text, name", [
     (".global .align 4 .b8 gvar[128];", "gvar"),
     ("bar.arrive 1, 64;", "bar.arrive"),
-    ("atom.global.add.noftz.f16 %h1, [%rd1], %h1;", "atom.global.add.noftz.f16"),
+    ("stmatrix.sync.aligned.m8n8.x1.shared.b16 [%rd1], {%r1};", "stmatrix.sync.aligned.m8n8.x1"),
     ("red.global.v2.f32.add [%rd1], {%f1, %f1};", "red.global.v2.f32.add"),
     ("shfl.bfly.b32 %r1, %r2, 1, 31;", "shfl.bfly.b32"),
     ("vote.any.pred %p1, %p1;", "vote.any.pred"),
