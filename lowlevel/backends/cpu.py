@@ -69,22 +69,31 @@ def copy_(dst, src):
 def sum_(x, dim, keepdim):
     v = values(x)
     # Integers sum in int64 as numpy does; floats in their own precision (float32 pairwise).
-    return result(np.sum(v, axis=dim, keepdims=keepdim, dtype=v.dtype if x.dtype.is_float else None), x)
+    # inf + -inf is NaN, as on a GPU: no RuntimeWarning for the user.
+    with np.errstate(all="ignore"):
+        return result(np.sum(v, axis=dim, keepdims=keepdim, dtype=v.dtype if x.dtype.is_float else None), x)
 
 
 @register_kernel("mean", CPU)
 def mean(x, dim, keepdim):
-    return result(np.mean(values(x), axis=dim, keepdims=keepdim, dtype=np.float64), x)
+    v = values(x)
+    count = v.size if dim is None else v.shape[dim]
+    # the sum over the count, not np.mean: an empty mean is NaN without numpy's warning
+    with np.errstate(all="ignore"):
+        return result(np.sum(v, axis=dim, keepdims=keepdim, dtype=np.float64) / np.float64(count), x)
 
 
 @register_kernel("max", CPU)
 def max_(x, dim, keepdim):
-    return result(np.max(values(x), axis=dim, keepdims=keepdim), x)
+    with np.errstate(all="ignore"):
+        return result(np.max(values(x), axis=dim, keepdims=keepdim), x)
 
 
 @register_kernel("softmax", CPU)
 def softmax(x, dim):
     v = values(x).astype(np.float64)
+    if v.size == 0:
+        return result(v, x)         # np.max has no identity; an empty softmax is empty
     with np.errstate(all="ignore"):
         shifted = np.exp(v - np.max(v, axis=dim, keepdims=True))
         return result(shifted / np.sum(shifted, axis=dim, keepdims=True), x)

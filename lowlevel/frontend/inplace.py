@@ -24,8 +24,9 @@ from .tensor import Tensor
 
 
 def _self_overlapping(t: Tensor) -> bool:
-    """Whether two elements of view t are one memory location (an expanded dimension)."""
-    return any(st == 0 and s > 1 for s, st in zip(t.shape, t.strides))
+    """Whether two elements of view t are one memory location (an expanded dimension);
+    a view without elements has none (the stride of a (2, 0) tensor's first dimension is 0)."""
+    return t.numel() > 0 and any(st == 0 and s > 1 for s, st in zip(t.shape, t.strides))
 
 
 def _as_source(dst: Tensor, src) -> Tensor:

@@ -11,7 +11,7 @@ from ...frontend.creation import empty, from_numpy_values
 from ...frontend.tensor import Tensor
 from .launch import BLOCK, grid_for, launch, record_uses
 
-_COPY_KERNEL = {2: "strided_copy_b16", 4: "strided_copy_b32", 8: "strided_copy_b64"}
+_COPY_KERNEL = {1: "strided_copy_b8", 2: "strided_copy_b16", 4: "strided_copy_b32", 8: "strided_copy_b64"}
 MAX_DIMS = 6
 
 
@@ -23,7 +23,7 @@ def contiguous(x: Tensor) -> Tensor:
     if n == 0:
         return out
     if x.dtype.itemsize not in _COPY_KERNEL:
-        raise NotImplementedError(f"contiguous() on CUDA copies 2, 4 and 8-byte elements, not {x.dtype.name}")
+        raise NotImplementedError(f"contiguous() on CUDA copies 1, 2, 4 and 8-byte elements, not {x.dtype.name}")
     # Drop size-1 dimensions (their stride does not matter) so more views fit MAX_DIMS.
     dims = [(s, st) for s, st in zip(x.shape, x.strides) if s != 1] or [(1, 0)]
     if len(dims) > MAX_DIMS:
