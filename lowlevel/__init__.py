@@ -30,11 +30,15 @@ from .frontend.device import Device  # noqa: E402
 from .frontend.dtypes import bfloat16, float16, float32, float64, int32, int64  # noqa: E402
 from .frontend.dtypes import bool_ as bool  # noqa: E402,A001
 from .frontend.interop import from_dlpack  # noqa: E402
+from .frontend.joining import (cat, empty_like, eye, flatten, from_numpy, linspace, ones_like, squeeze,  # noqa: E402
+                               stack, unsqueeze, zeros_like)
 from .frontend.ops import (add, div, eq, exp, ge, gt, le, lt, matmul, max, maximum, mean, mul, ne, neg, relu,  # noqa: E402,A004
                            softmax, sub, sum, where)
 from .frontend.tensor import Tensor  # noqa: E402
 
 __all__ = [
+    "cat", "empty_like", "eye", "flatten", "from_numpy", "linspace", "ones_like", "squeeze", "stack", "unsqueeze",
+    "zeros_like",
     "add", "arange", "bfloat16", "bool", "Device", "div", "empty", "enable_grad", "eq", "exp", "explain", "float16",
     "float32", "float64", "from_dlpack", "full", "ge", "gt", "int32", "int64", "is_grad_enabled", "kernels", "le",
     "lt", "manual_seed", "matmul", "max", "maximum", "mean", "mul", "ne", "neg", "no_grad", "ones", "profile", "rand", "randn",

@@ -64,6 +64,12 @@ def cases(rng):
     yield "contiguous", lambda a: a.T.contiguous(), [x3]
     yield "reuse", lambda a: (a * a).sum(0) + a.sum(0) * a[0], [x3]
     yield "where", lambda a, b: ll.where(a > b, a * 2.0, b), [_distinct(rng, sa), _distinct(rng, sa) + 0.1]
+    cat_other = list(x3.shape)
+    cat_other[d] = int(rng.integers(1, 4))
+    yield "cat", lambda a, b: ll.cat([a, b * 2.0, a], d), [x3, rng.standard_normal(cat_other)]
+    yield "stack", lambda a, b: ll.stack([a, b], d), [x3, rng.standard_normal(x3.shape)]
+    yield "unsqueeze_squeeze", lambda a: a.unsqueeze(d).squeeze(d).unsqueeze(-1) * 1.0, [x3]
+    yield "flatten", lambda a: a.T.flatten(1) * 2.0, [x3]
 
 
 def _scalar(f, inputs, w):
