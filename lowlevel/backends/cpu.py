@@ -18,8 +18,11 @@ def result(x: np.ndarray, like: Tensor, dtype=None) -> Tensor:
     return from_numpy_values(np.asarray(x), dtype or like.dtype, like.device)
 
 
-_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum}
-_UNARY = {"neg": np.negative, "exp": np.exp,
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum,
+           "minimum": np.minimum, "pow": np.power}
+_UNARY = {"neg": np.negative, "exp": np.exp, "sqrt": np.sqrt, "rsqrt": lambda v: 1 / np.sqrt(v), "log": np.log,
+          "log1p": np.log1p, "expm1": np.expm1, "tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+          "abs": np.abs,
           "relu": lambda v: np.where(np.isnan(v), v, np.maximum(v, 0)).astype(v.dtype)}
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from ..dispatch import Autograd, call, exclude
 from .autograd import rebase_history, records_inplace
 from .creation import from_numpy_values
-from .ops import add, clone, div, mul, sub, to
+from .ops import add, clamp, clone, div, mul, sub, to
 from .shapes import broadcast_shapes
 from .tensor import Tensor
 
@@ -103,6 +103,12 @@ add_, sub_, mul_, div_ = (_inplace(n, f) for n, f in (("add_", add), ("sub_", su
                                                      ("div_", div)))
 
 
+def clamp_(self: Tensor, min=None, max=None) -> Tensor:       # noqa: A002 - PyTorch's keyword names
+    """self limited to [min, max] in place (numbers or tensors broadcastable to self)."""
+    bound = next((b for b in (min, max) if isinstance(b, Tensor) and b.requires_grad), None)
+    return _apply("clamp_", self, bound, lambda base: clamp(base, min, max))
+
+
 def setitem(self: Tensor, index, value) -> None:
     """t[index] = value: index as __getitem__ takes it (ints, slices with steps, None, ...),
     value a number or a tensor broadcastable to the indexed view."""
@@ -110,7 +116,7 @@ def setitem(self: Tensor, index, value) -> None:
 
 
 _METHODS = {
-    "copy_": copy_, "fill_": fill_, "zero_": zero_, "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_,
+    "copy_": copy_, "fill_": fill_, "zero_": zero_, "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "clamp_": clamp_,
     "__iadd__": add_, "__isub__": sub_, "__imul__": mul_, "__itruediv__": div_, "__setitem__": setitem,
 }
 for _name, _fn in _METHODS.items():

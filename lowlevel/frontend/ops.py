@@ -5,6 +5,9 @@ dtypes, or of shapes that do not broadcast (or do not multiply) raise a Python e
 names both operands. Python numbers are accepted as the other operand of arithmetic and
 take the tensor's dtype and device.
 
+Beside the basic arithmetic: sqrt rsqrt log log1p expm1 tanh sigmoid abs, minimum, pow,
+clamp (maximum then minimum) and min (the reduction, as -max(-x)).
+
 The end of this module attaches the ops to Tensor as its methods and operators.
 """
 import builtins
@@ -211,8 +214,68 @@ def matmul(a, b) -> Tensor:
     return call("matmul", a, b)
 
 
-# The ops above named sum and max shadow the builtins in this module; the code above uses
-# builtins.max explicitly for that reason.
+# ---- math after the basic arithmetic: unary float ops, abs, minimum, pow, clamp, min --------------------
+FLOAT_UNARY = ("sqrt", "rsqrt", "log", "log1p", "expm1", "tanh", "sigmoid")
+
+
+def _float_unary(op):
+    def fn(x) -> Tensor:
+        return _unary(op, x, floats_only=True)
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = f"Elementwise {op} of a floating-point tensor."
+    return fn
+
+
+sqrt, rsqrt, log, log1p, expm1, tanh, sigmoid = (_float_unary(op) for op in FLOAT_UNARY)
+
+
+def abs(x) -> Tensor:                   # noqa: A001 - the op's name
+    return _unary("abs", x)
+
+
+def minimum(a, b) -> Tensor:
+    """Elementwise minimum (broadcasting); NaN if either is NaN, as in numpy and PyTorch."""
+    return _binary("minimum", a, b)
+
+
+def pow(x, exponent) -> Tensor:         # noqa: A001
+    """x ** exponent, elementwise (a number or a tensor of x's dtype and device, broadcasting)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"pow: the base must be a tensor, got {type(x).__name__}")
+    if not x.dtype.is_float:
+        raise TypeError(f"pow: needs a floating-point base, got {tuple(x.shape)} {x.dtype.name}")
+    return _binary("pow", x, exponent)
+
+
+def _bound(op: str, x: Tensor, name: str, value):
+    if value is None or isinstance(value, Tensor):
+        return value
+    if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
+        raise TypeError(f"{op}: {name} must be a number or a tensor, got {type(value).__name__}")
+    return value
+
+
+def clamp(x, min=None, max=None) -> Tensor:         # noqa: A002 - PyTorch's keyword names
+    """x limited to [min, max] (either may be None; numbers or tensors, broadcasting); a NaN in
+    x stays NaN. min > max gives max everywhere, as in PyTorch."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"clamp: expected a tensor, got {type(x).__name__}")
+    lo, hi = _bound("clamp", x, "min", min), _bound("clamp", x, "max", max)
+    if lo is None and hi is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    out = x if lo is None else maximum(x, lo)
+    return out if hi is None else minimum(out, hi)
+
+
+def min(x, dim=None, keepdim=False) -> Tensor:      # noqa: A001
+    """The smallest value (over everything, or along dim); NaN if any is NaN."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"min: expected a tensor, got {type(x).__name__}")
+    return neg(max(neg(x), dim, keepdim))
+
+
+# The ops above named sum, max, min, abs and pow shadow the builtins in this module; the
+# code above uses builtins.max explicitly for that reason.
 
 
 # ---- data movement ------------------------------------------------------------------------
@@ -279,6 +342,9 @@ _METHODS = {
     "__eq__": _comparison(eq), "__ne__": _comparison(ne), "__lt__": _comparison(lt),
     "__le__": _comparison(le), "__gt__": _comparison(gt), "__ge__": _comparison(ge),
     "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
+    "sqrt": sqrt, "rsqrt": rsqrt, "log": log, "log1p": log1p, "expm1": expm1, "tanh": tanh, "sigmoid": sigmoid,
+    "abs": abs, "__abs__": abs, "minimum": minimum, "maximum": maximum, "pow": pow, "__pow__": pow,
+    "clamp": clamp, "min": min,
 }
 for _name, _op in _METHODS.items():
     setattr(Tensor, _name, _op)
