@@ -32,12 +32,13 @@ from .frontend.dtypes import bool_ as bool  # noqa: E402,A001
 from .frontend.interop import from_dlpack  # noqa: E402
 from .frontend.joining import (cat, empty_like, eye, flatten, from_numpy, linspace, ones_like, squeeze,  # noqa: E402
                                stack, unsqueeze, zeros_like)
-from .frontend.ops import (abs, add, clamp, div, eq, exp, expm1, ge, gt, le, log, log1p, lt, matmul, max,  # noqa: E402,A004
-                           maximum, mean, min, minimum, mul, ne, neg, pow, relu, rsqrt, sigmoid, softmax, sqrt, sub,
-                           sum, tanh, where)
+from .frontend.ops import (abs, add, all, any, argmax, argmin, clamp, div, eq, exp, expm1, ge, gt, le,  # noqa: E402,A004
+                           log, log1p, lt, masked_select, matmul, max, maximum, mean, min, minimum, mul, ne, neg,
+                           pow, relu, rsqrt, sigmoid, softmax, sqrt, sub, sum, tanh, where)
 from .frontend.tensor import Tensor  # noqa: E402
 
 __all__ = [
+    "all", "any", "argmax", "argmin", "masked_select",
     "abs", "clamp", "expm1", "log", "log1p", "min", "minimum", "pow", "rsqrt", "sigmoid", "sqrt", "tanh",
     "cat", "empty_like", "eye", "flatten", "from_numpy", "linspace", "ones_like", "squeeze", "stack", "unsqueeze",
     "zeros_like",

@@ -123,3 +123,26 @@ def cast(x, dtype):
 @register_kernel("cat", CPU)
 def cat(*tensors, dim):
     return result(np.concatenate([values(t) for t in tensors], axis=dim), tensors[0])
+
+
+def _arg_kernel(fn):
+    def kernel(x, dim, keepdim):
+        v = values(x)
+        if dim is None:
+            out = np.asarray(fn(v.reshape(-1)))
+            out = out.reshape((1,) * v.ndim) if keepdim else out
+        else:
+            out = fn(v, axis=dim, keepdims=keepdim) if v.ndim else np.asarray(0)
+        return from_numpy_values(np.asarray(out), dt.int64, x.device)
+    return kernel
+
+
+register_kernel("argmax", CPU, _arg_kernel(np.argmax), name="argmax")      # NaN counts as the largest, as in
+register_kernel("argmin", CPU, _arg_kernel(np.argmin), name="argmin")      # PyTorch (numpy's first NaN)
+
+
+@register_kernel("masked_select", CPU)
+def masked_select(x, mask):
+    v = values(x)
+    shape = np.broadcast_shapes(v.shape, mask.shape)
+    return result(np.broadcast_to(v, shape)[np.broadcast_to(values(mask), shape)], x)

@@ -18,7 +18,7 @@ import numpy as np
 from ..dispatch import Autograd, call, exclude
 from .autograd import rebase_history, records_inplace
 from .creation import from_numpy_values
-from .ops import add, clamp, clone, div, mul, sub, to
+from .ops import add, clamp, clone, div, mul, sub, to, where
 from .shapes import broadcast_shapes
 from .tensor import Tensor
 
@@ -111,7 +111,15 @@ def clamp_(self: Tensor, min=None, max=None) -> Tensor:       # noqa: A002 - PyT
 
 def setitem(self: Tensor, index, value) -> None:
     """t[index] = value: index as __getitem__ takes it (ints, slices with steps, None, ...),
-    value a number or a tensor broadcastable to the indexed view."""
+    value a number or a tensor broadcastable to the indexed view. A bool tensor index (a mask
+    of self's shape, or of its leading dimensions) writes value where the mask is true."""
+    if isinstance(index, Tensor) and index.dtype.name == "bool":
+        mask = index.reshape(*index.shape, *([1] * (self.ndim - index.ndim))) if index.ndim <= self.ndim else index
+        if self.shape[:index.ndim] != index.shape:
+            raise IndexError(f"the mask of shape {index.shape} does not match the indexed tensor's leading "
+                             f"dimensions {self.shape[:index.ndim]}")
+        copy_(self, where(mask, _as_source(self, value), self))
+        return
     copy_(self[index], value)
 
 

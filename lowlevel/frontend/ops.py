@@ -11,13 +11,15 @@ clamp (maximum then minimum) and min (the reduction, as -max(-x)).
 The end of this module attaches the ops to Tensor as its methods and operators.
 """
 import builtins
+import math
 import time
 
 import numpy as np
 
 from .. import trace
 from ..dispatch import Autograd, KeySet, backend_for, call, redispatch
-from .creation import from_numpy_values, scalar_tensor
+from . import dtypes as dt
+from .creation import from_numpy_values, full, scalar_tensor
 from .device import Device
 from .dtypes import DType, as_dtype, is_dtype_name
 from .shapes import broadcast_shapes
@@ -274,6 +276,92 @@ def min(x, dim=None, keepdim=False) -> Tensor:      # noqa: A001
     return neg(max(neg(x), dim, keepdim))
 
 
+
+# ---- truth reductions, arg-reductions, boolean masks ----------------------------------------------------
+def _truth(op: str, x) -> Tensor:
+    """x as a bool tensor (x != 0 unless it is bool already; NaN counts as true)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
+    return x if x.dtype.name == "bool" else ne(x, 0)
+
+
+def _count_false(op: str, x, dim, keepdim, false_is=1.0) -> Tensor:
+    # How many elements are false (or true): a float32 count by where and sum, so that any
+    # device with float32 where and sum (the CPU and CUDA backends) runs it.
+    truth = _truth(op, x)
+    counted, other = (full((), v, dtype=dt.float32, device=truth.device) for v in (false_is, 1.0 - false_is))
+    ones = where(truth, other, counted)
+    return sum(ones, dim, keepdim)
+
+
+def all(x, dim=None, keepdim=False) -> Tensor:      # noqa: A001
+    """Whether every element is true (nonzero; NaN is true): a bool tensor. all() of nothing is True."""
+    return eq(_count_false("all", x, dim, keepdim, 1.0), 0.0)
+
+
+def any(x, dim=None, keepdim=False) -> Tensor:      # noqa: A001
+    """Whether some element is true (nonzero; NaN is true): a bool tensor. any() of nothing is False."""
+    return gt(_count_false("any", x, dim, keepdim, 0.0), 0.0)
+
+
+def _arg(op: str, x, dim, keepdim) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
+    if dim is not None:
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            raise TypeError(f"{op}: dim must be an int or None, got {dim!r}")
+        if not -builtins.max(1, x.ndim) <= dim < builtins.max(1, x.ndim):
+            raise IndexError(f"{op}: dim {dim} is out of range for a tensor of shape {x.shape}")
+        dim = int(dim) % builtins.max(1, x.ndim)
+    if x.numel() == 0 or (dim is not None and x.ndim and x.shape[dim] == 0):
+        raise ValueError(f"{op}: the reduced dimension of {_describe(x)} is empty")
+    return call(op, x, dim=dim, keepdim=bool(keepdim))
+
+
+def argmax(x, dim=None, keepdim=False) -> Tensor:
+    """The int64 index of the first largest value (of the flattened tensor when dim is None);
+    a NaN counts as the largest, as in PyTorch."""
+    return _arg("argmax", x, dim, keepdim)
+
+
+def argmin(x, dim=None, keepdim=False) -> Tensor:
+    return _arg("argmin", x, dim, keepdim)
+
+
+def masked_select(x, mask) -> Tensor:
+    """The elements of x where the bool mask (broadcast to x's shape) is true, as a new 1-D tensor."""
+    if not isinstance(x, Tensor) or not isinstance(mask, Tensor):
+        raise TypeError(f"masked_select: needs two tensors, got {type(x).__name__} and {type(mask).__name__}")
+    if mask.dtype.name != "bool":
+        raise TypeError(f"masked_select: the mask must be a bool tensor, got {_describe(mask)}")
+    if mask.device != x.device:
+        raise ValueError(f"masked_select: x is {_describe(x)}, the mask is {_describe(mask)}: different devices")
+    broadcast_shapes("masked_select", x.shape, mask.shape)
+    return call("masked_select", x, mask)
+
+
+_plain_getitem = Tensor.__getitem__
+
+
+def _getitem(self, index):
+    """t[mask] for a bool tensor mask (a copy, like PyTorch's); everything else is a view."""
+    if isinstance(index, Tensor):
+        if index.dtype.name != "bool":
+            raise TypeError(f"indexing with a {index.dtype.name} tensor is not supported (bool masks, ints, "
+                            f"slices, None and ... are)")
+        if index.shape != self.shape[:index.ndim]:
+            raise IndexError(f"the mask of shape {index.shape} does not match the indexed tensor's leading "
+                             f"dimensions {self.shape[:index.ndim]}")
+        # selected whole rows, in order: (count, *the dimensions the mask did not cover)
+        picked = masked_select(self, index.reshape(*index.shape, *([1] * (self.ndim - index.ndim))))
+        if index.ndim == self.ndim:
+            return picked
+        rest = self.shape[index.ndim:]
+        per_row = math.prod(rest)
+        rows = picked.numel() // per_row if per_row else int(_count_false("mask", index, None, False, 0.0).item())
+        return picked.reshape(rows, *rest)
+    return _plain_getitem(self, index)
+
 # The ops above named sum, max, min, abs and pow shadow the builtins in this module; the
 # code above uses builtins.max explicitly for that reason.
 
@@ -344,7 +432,8 @@ _METHODS = {
     "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
     "sqrt": sqrt, "rsqrt": rsqrt, "log": log, "log1p": log1p, "expm1": expm1, "tanh": tanh, "sigmoid": sigmoid,
     "abs": abs, "__abs__": abs, "minimum": minimum, "maximum": maximum, "pow": pow, "__pow__": pow,
-    "clamp": clamp, "min": min,
+    "clamp": clamp, "min": min, "all": all, "any": any, "argmax": argmax, "argmin": argmin,
+    "masked_select": masked_select, "__getitem__": _getitem,
 }
 for _name, _op in _METHODS.items():
     setattr(Tensor, _name, _op)
