@@ -76,6 +76,12 @@ def mul(a, b) -> Tensor:
 
 
 def div(a, b) -> Tensor:
+    """a / b, true division. Integer tensors are refused: PyTorch divides them into a float
+    tensor, lowlevel has no type promotion, and truncating would be silently wrong."""
+    like = a if isinstance(a, Tensor) else b
+    if isinstance(like, Tensor) and not like.dtype.is_float:
+        raise TypeError(f"div: true division of {_describe(like)} would give floats; lowlevel does not promote "
+                        f"dtypes, so convert the operands with .to(lowlevel.float32) first")
     return _binary("div", a, b)
 
 

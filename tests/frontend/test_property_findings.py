@@ -3,6 +3,7 @@ test: the smallest input that went wrong, on every device present."""
 import warnings
 
 import numpy as np
+import pytest
 
 import lowlevel as ll
 
@@ -47,3 +48,12 @@ def test_softmax_and_reductions_of_empty_tensors(device):
         assert np.isnan(t.mean(1).numpy()).all() and t.sum(1).numpy().tolist() == [0.0, 0.0]
         inf = ll.tensor([np.inf, -np.inf], device=device)
         assert np.isnan(inf.sum().item()) and np.isnan(inf.mean().item())
+
+
+def test_integer_division_is_refused_not_truncated(device):
+    # 3 / 2 was 1 on the CPU backend (numpy's 1.5 cast back to int64); PyTorch gives 1.5.
+    a = ll.tensor([3, 4], device="cpu")
+    for f in (lambda: a / ll.tensor([2, 2]), lambda: a / 2, lambda: 2 / a, lambda: a.div_(2)):
+        with pytest.raises(TypeError, match=r"div: true division of \(2,\) int64 on cpu would give floats"):
+            f()
+    np.testing.assert_array_equal((a.to(ll.float32) / 2).numpy(), [1.5, 2.0])
