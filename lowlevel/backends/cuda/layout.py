@@ -51,7 +51,10 @@ def rows_last(x: Tensor, dim: int) -> tuple[Tensor, list]:
 # ---- casts and copies ----------------------------------------------------------------------------------
 _CASTS = {(dt.float32, dt.float16): "cast_f32_f16", (dt.float16, dt.float32): "cast_f16_f32",
           (dt.float32, dt.float64): "cast_f32_f64", (dt.float64, dt.float32): "cast_f64_f32",
-          (dt.int32, dt.float32): "cast_i32_f32", (dt.float32, dt.int32): "cast_f32_i32"}
+          (dt.int32, dt.float32): "cast_i32_f32", (dt.float32, dt.int32): "cast_f32_i32",
+          (dt.float32, dt.bfloat16): "cast_f32_bf16", (dt.bfloat16, dt.float32): "cast_bf16_f32"}
+# the module of each cast kernel: ptx/tensor_ops.ptx, except bfloat16's (ptx/cast_bf16.ptx)
+_CAST_MODULE = {"cast_f32_bf16": "cast_bf16", "cast_bf16_f32": "cast_bf16"}
 
 
 @register_kernel("cast", CUDA)
@@ -63,7 +66,7 @@ def cast(x: Tensor, dtype) -> Tensor:
     out = empty(x.shape, dtype=dtype, device=x.device)
     n = out.numel()
     if n:
-        launch("tensor_ops", name, grid_for(n), BLOCK, (out, materialize(x, x.shape), n))
+        launch(_CAST_MODULE.get(name, "tensor_ops"), name, grid_for(n), BLOCK, (out, materialize(x, x.shape), n))
     return out
 
 
