@@ -30,13 +30,20 @@ from .frontend.device import Device  # noqa: E402
 from .frontend.dtypes import bfloat16, float16, float32, float64, int32, int64  # noqa: E402
 from .frontend.dtypes import bool_ as bool  # noqa: E402,A001
 from .frontend.interop import from_dlpack  # noqa: E402
-from .frontend.ops import (add, div, eq, exp, ge, gt, le, lt, matmul, max, mean, mul, ne, neg, relu,  # noqa: E402,A004
-                           softmax, sub, sum, where)
+from .frontend.joining import (cat, empty_like, eye, flatten, from_numpy, linspace, ones_like, squeeze,  # noqa: E402
+                               stack, unsqueeze, zeros_like)
+from .frontend.ops import (abs, add, all, any, argmax, argmin, clamp, div, eq, exp, expm1, ge, gt, le,  # noqa: E402,A004
+                           log, log1p, lt, masked_select, matmul, max, maximum, mean, min, minimum, mul, ne, neg,
+                           pow, relu, rsqrt, sigmoid, softmax, sqrt, sub, sum, tanh, where)
 from .frontend.tensor import Tensor  # noqa: E402
 
 __all__ = [
+    "all", "any", "argmax", "argmin", "masked_select",
+    "abs", "clamp", "expm1", "log", "log1p", "min", "minimum", "pow", "rsqrt", "sigmoid", "sqrt", "tanh",
+    "cat", "empty_like", "eye", "flatten", "from_numpy", "linspace", "ones_like", "squeeze", "stack", "unsqueeze",
+    "zeros_like",
     "add", "arange", "bfloat16", "bool", "Device", "div", "empty", "enable_grad", "eq", "exp", "explain", "float16",
     "float32", "float64", "from_dlpack", "full", "ge", "gt", "int32", "int64", "is_grad_enabled", "kernels", "le",
-    "lt", "manual_seed", "matmul", "max", "mean", "mul", "ne", "neg", "no_grad", "ones", "profile", "rand", "randn",
+    "lt", "manual_seed", "matmul", "max", "maximum", "mean", "mul", "ne", "neg", "no_grad", "ones", "profile", "rand", "randn",
     "relu", "softmax", "sub", "sum", "Tensor", "tensor", "where", "zeros",
 ]

@@ -18,8 +18,11 @@ def result(x: np.ndarray, like: Tensor, dtype=None) -> Tensor:
     return from_numpy_values(np.asarray(x), dtype or like.dtype, like.device)
 
 
-_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum}
-_UNARY = {"neg": np.negative, "exp": np.exp,
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum,
+           "minimum": np.minimum, "pow": np.power}
+_UNARY = {"neg": np.negative, "exp": np.exp, "sqrt": np.sqrt, "rsqrt": lambda v: 1 / np.sqrt(v), "log": np.log,
+          "log1p": np.log1p, "expm1": np.expm1, "tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+          "abs": np.abs,
           "relu": lambda v: np.where(np.isnan(v), v, np.maximum(v, 0)).astype(v.dtype)}
 
 
@@ -69,22 +72,31 @@ def copy_(dst, src):
 def sum_(x, dim, keepdim):
     v = values(x)
     # Integers sum in int64 as numpy does; floats in their own precision (float32 pairwise).
-    return result(np.sum(v, axis=dim, keepdims=keepdim, dtype=v.dtype if x.dtype.is_float else None), x)
+    # inf + -inf is NaN, as on a GPU: no RuntimeWarning for the user.
+    with np.errstate(all="ignore"):
+        return result(np.sum(v, axis=dim, keepdims=keepdim, dtype=v.dtype if x.dtype.is_float else None), x)
 
 
 @register_kernel("mean", CPU)
 def mean(x, dim, keepdim):
-    return result(np.mean(values(x), axis=dim, keepdims=keepdim, dtype=np.float64), x)
+    v = values(x)
+    count = v.size if dim is None else v.shape[dim]
+    # the sum over the count, not np.mean: an empty mean is NaN without numpy's warning
+    with np.errstate(all="ignore"):
+        return result(np.sum(v, axis=dim, keepdims=keepdim, dtype=np.float64) / np.float64(count), x)
 
 
 @register_kernel("max", CPU)
 def max_(x, dim, keepdim):
-    return result(np.max(values(x), axis=dim, keepdims=keepdim), x)
+    with np.errstate(all="ignore"):
+        return result(np.max(values(x), axis=dim, keepdims=keepdim), x)
 
 
 @register_kernel("softmax", CPU)
 def softmax(x, dim):
     v = values(x).astype(np.float64)
+    if v.size == 0:
+        return result(v, x)         # np.max has no identity; an empty softmax is empty
     with np.errstate(all="ignore"):
         shifted = np.exp(v - np.max(v, axis=dim, keepdims=True))
         return result(shifted / np.sum(shifted, axis=dim, keepdims=True), x)
@@ -106,3 +118,31 @@ def contiguous(x):
 @register_kernel("cast", CPU)
 def cast(x, dtype):
     return from_numpy_values(values(x), dtype, x.device)
+
+
+@register_kernel("cat", CPU)
+def cat(*tensors, dim):
+    return result(np.concatenate([values(t) for t in tensors], axis=dim), tensors[0])
+
+
+def _arg_kernel(fn):
+    def kernel(x, dim, keepdim):
+        v = values(x)
+        if dim is None:
+            out = np.asarray(fn(v.reshape(-1)))
+            out = out.reshape((1,) * v.ndim) if keepdim else out
+        else:
+            out = fn(v, axis=dim, keepdims=keepdim) if v.ndim else np.asarray(0)
+        return from_numpy_values(np.asarray(out), dt.int64, x.device)
+    return kernel
+
+
+register_kernel("argmax", CPU, _arg_kernel(np.argmax), name="argmax")      # NaN counts as the largest, as in
+register_kernel("argmin", CPU, _arg_kernel(np.argmin), name="argmin")      # PyTorch (numpy's first NaN)
+
+
+@register_kernel("masked_select", CPU)
+def masked_select(x, mask):
+    v = values(x)
+    shape = np.broadcast_shapes(v.shape, mask.shape)
+    return result(np.broadcast_to(v, shape)[np.broadcast_to(values(mask), shape)], x)

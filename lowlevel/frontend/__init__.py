@@ -8,6 +8,8 @@
     ops.py        validate shapes, devices and dtypes, then hand the call to the dispatcher;
                   attaches the ops to Tensor as its operators and methods
     inplace.py    copy_, fill_, zero_, add_ ... div_, +=, and t[index] = value
+    joining.py    unsqueeze, squeeze, flatten, cat, stack, *_like, eye, linspace, from_numpy,
+                  half/float/double, float(t) and int(t)
     interop.py    DLPack (__dlpack__, from_dlpack) and __cuda_array_interface__
     autograd/     requires_grad, backward, no_grad: the Autograd dispatch key's kernel and
                   the backward formulas (written with the ops above)
@@ -15,4 +17,5 @@
 Nothing here calls ctypes or knows a kernel: ops go through lowlevel.dispatch, and the
 backends (lowlevel.backends, above this layer) register the kernels.
 """
-from . import autograd, creation, device, dtypes, inplace, interop, ops, shapes, tensor  # noqa: F401  (they attach Tensor methods)
+from . import (autograd, creation, device, dtypes, inplace, interop, joining, ops, shapes,  # noqa: F401  (they attach Tensor methods)
+               tensor)

@@ -78,7 +78,9 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
     what they were (and, made on the stream that uses it, are there in that stream's order).
     """
     device = device if type(device) is Device else Device(device)
-    key = (type(value), value, dtype, device)
+    # 0.0 == -0.0 (and they hash alike), but they are different numbers: the sign of a
+    # zero is part of the key, or x - -0.0 would reuse the tensor of +0.0.
+    key = (type(value), value, value == 0 and math.copysign(1.0, value) < 0, dtype, device)
     if device.type == "cuda":
         drv, ctx = ensure_context()
         stream = current_stream()

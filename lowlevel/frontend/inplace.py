@@ -18,14 +18,15 @@ import numpy as np
 from ..dispatch import Autograd, call, exclude
 from .autograd import rebase_history, records_inplace
 from .creation import from_numpy_values
-from .ops import add, clone, div, mul, sub, to
+from .ops import add, clamp, clone, div, mul, sub, to, where
 from .shapes import broadcast_shapes
 from .tensor import Tensor
 
 
 def _self_overlapping(t: Tensor) -> bool:
-    """Whether two elements of view t are one memory location (an expanded dimension)."""
-    return any(st == 0 and s > 1 for s, st in zip(t.shape, t.strides))
+    """Whether two elements of view t are one memory location (an expanded dimension);
+    a view without elements has none (the stride of a (2, 0) tensor's first dimension is 0)."""
+    return t.numel() > 0 and any(st == 0 and s > 1 for s, st in zip(t.shape, t.strides))
 
 
 def _as_source(dst: Tensor, src) -> Tensor:
@@ -102,14 +103,28 @@ add_, sub_, mul_, div_ = (_inplace(n, f) for n, f in (("add_", add), ("sub_", su
                                                      ("div_", div)))
 
 
+def clamp_(self: Tensor, min=None, max=None) -> Tensor:       # noqa: A002 - PyTorch's keyword names
+    """self limited to [min, max] in place (numbers or tensors broadcastable to self)."""
+    bound = next((b for b in (min, max) if isinstance(b, Tensor) and b.requires_grad), None)
+    return _apply("clamp_", self, bound, lambda base: clamp(base, min, max))
+
+
 def setitem(self: Tensor, index, value) -> None:
     """t[index] = value: index as __getitem__ takes it (ints, slices with steps, None, ...),
-    value a number or a tensor broadcastable to the indexed view."""
+    value a number or a tensor broadcastable to the indexed view. A bool tensor index (a mask
+    of self's shape, or of its leading dimensions) writes value where the mask is true."""
+    if isinstance(index, Tensor) and index.dtype.name == "bool":
+        mask = index.reshape(*index.shape, *([1] * (self.ndim - index.ndim))) if index.ndim <= self.ndim else index
+        if self.shape[:index.ndim] != index.shape:
+            raise IndexError(f"the mask of shape {index.shape} does not match the indexed tensor's leading "
+                             f"dimensions {self.shape[:index.ndim]}")
+        copy_(self, where(mask, _as_source(self, value), self))
+        return
     copy_(self[index], value)
 
 
 _METHODS = {
-    "copy_": copy_, "fill_": fill_, "zero_": zero_, "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_,
+    "copy_": copy_, "fill_": fill_, "zero_": zero_, "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "clamp_": clamp_,
     "__iadd__": add_, "__isub__": sub_, "__imul__": mul_, "__itruediv__": div_, "__setitem__": setitem,
 }
 for _name, _fn in _METHODS.items():

@@ -5,16 +5,21 @@ dtypes, or of shapes that do not broadcast (or do not multiply) raise a Python e
 names both operands. Python numbers are accepted as the other operand of arithmetic and
 take the tensor's dtype and device.
 
+Beside the basic arithmetic: sqrt rsqrt log log1p expm1 tanh sigmoid abs, minimum, pow,
+clamp (maximum then minimum) and min (the reduction, as -max(-x)).
+
 The end of this module attaches the ops to Tensor as its methods and operators.
 """
 import builtins
+import math
 import time
 
 import numpy as np
 
 from .. import trace
 from ..dispatch import Autograd, KeySet, backend_for, call, redispatch
-from .creation import from_numpy_values, scalar_tensor
+from . import dtypes as dt
+from .creation import from_numpy_values, full, scalar_tensor
 from .device import Device
 from .dtypes import DType, as_dtype, is_dtype_name
 from .shapes import broadcast_shapes
@@ -71,6 +76,12 @@ def mul(a, b) -> Tensor:
 
 
 def div(a, b) -> Tensor:
+    """a / b, true division. Integer tensors are refused: PyTorch divides them into a float
+    tensor, lowlevel has no type promotion, and truncating would be silently wrong."""
+    like = a if isinstance(a, Tensor) else b
+    if isinstance(like, Tensor) and not like.dtype.is_float:
+        raise TypeError(f"div: true division of {_describe(like)} would give floats; lowlevel does not promote "
+                        f"dtypes, so convert the operands with .to(lowlevel.float32) first")
     return _binary("div", a, b)
 
 
@@ -211,8 +222,154 @@ def matmul(a, b) -> Tensor:
     return call("matmul", a, b)
 
 
-# The ops above named sum and max shadow the builtins in this module; the code above uses
-# builtins.max explicitly for that reason.
+# ---- math after the basic arithmetic: unary float ops, abs, minimum, pow, clamp, min --------------------
+FLOAT_UNARY = ("sqrt", "rsqrt", "log", "log1p", "expm1", "tanh", "sigmoid")
+
+
+def _float_unary(op):
+    def fn(x) -> Tensor:
+        return _unary(op, x, floats_only=True)
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = f"Elementwise {op} of a floating-point tensor."
+    return fn
+
+
+sqrt, rsqrt, log, log1p, expm1, tanh, sigmoid = (_float_unary(op) for op in FLOAT_UNARY)
+
+
+def abs(x) -> Tensor:                   # noqa: A001 - the op's name
+    return _unary("abs", x)
+
+
+def minimum(a, b) -> Tensor:
+    """Elementwise minimum (broadcasting); NaN if either is NaN, as in numpy and PyTorch."""
+    return _binary("minimum", a, b)
+
+
+def pow(x, exponent) -> Tensor:         # noqa: A001
+    """x ** exponent, elementwise (a number or a tensor of x's dtype and device, broadcasting)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"pow: the base must be a tensor, got {type(x).__name__}")
+    if not x.dtype.is_float:
+        raise TypeError(f"pow: needs a floating-point base, got {tuple(x.shape)} {x.dtype.name}")
+    return _binary("pow", x, exponent)
+
+
+def _bound(op: str, x: Tensor, name: str, value):
+    if value is None or isinstance(value, Tensor):
+        return value
+    if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
+        raise TypeError(f"{op}: {name} must be a number or a tensor, got {type(value).__name__}")
+    return value
+
+
+def clamp(x, min=None, max=None) -> Tensor:         # noqa: A002 - PyTorch's keyword names
+    """x limited to [min, max] (either may be None; numbers or tensors, broadcasting); a NaN in
+    x stays NaN. min > max gives max everywhere, as in PyTorch."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"clamp: expected a tensor, got {type(x).__name__}")
+    lo, hi = _bound("clamp", x, "min", min), _bound("clamp", x, "max", max)
+    if lo is None and hi is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    out = x if lo is None else maximum(x, lo)
+    return out if hi is None else minimum(out, hi)
+
+
+def min(x, dim=None, keepdim=False) -> Tensor:      # noqa: A001
+    """The smallest value (over everything, or along dim); NaN if any is NaN."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"min: expected a tensor, got {type(x).__name__}")
+    return neg(max(neg(x), dim, keepdim))
+
+
+
+# ---- truth reductions, arg-reductions, boolean masks ----------------------------------------------------
+def _truth(op: str, x) -> Tensor:
+    """x as a bool tensor (x != 0 unless it is bool already; NaN counts as true)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
+    return x if x.dtype.name == "bool" else ne(x, 0)
+
+
+def _count_false(op: str, x, dim, keepdim, false_is=1.0) -> Tensor:
+    # How many elements are false (or true): a float32 count by where and sum, so that any
+    # device with float32 where and sum (the CPU and CUDA backends) runs it.
+    truth = _truth(op, x)
+    counted, other = (full((), v, dtype=dt.float32, device=truth.device) for v in (false_is, 1.0 - false_is))
+    ones = where(truth, other, counted)
+    return sum(ones, dim, keepdim)
+
+
+def all(x, dim=None, keepdim=False) -> Tensor:      # noqa: A001
+    """Whether every element is true (nonzero; NaN is true): a bool tensor. all() of nothing is True."""
+    return eq(_count_false("all", x, dim, keepdim, 1.0), 0.0)
+
+
+def any(x, dim=None, keepdim=False) -> Tensor:      # noqa: A001
+    """Whether some element is true (nonzero; NaN is true): a bool tensor. any() of nothing is False."""
+    return gt(_count_false("any", x, dim, keepdim, 0.0), 0.0)
+
+
+def _arg(op: str, x, dim, keepdim) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
+    if dim is not None:
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            raise TypeError(f"{op}: dim must be an int or None, got {dim!r}")
+        if not -builtins.max(1, x.ndim) <= dim < builtins.max(1, x.ndim):
+            raise IndexError(f"{op}: dim {dim} is out of range for a tensor of shape {x.shape}")
+        dim = int(dim) % builtins.max(1, x.ndim)
+    if x.numel() == 0 or (dim is not None and x.ndim and x.shape[dim] == 0):
+        raise ValueError(f"{op}: the reduced dimension of {_describe(x)} is empty")
+    return call(op, x, dim=dim, keepdim=bool(keepdim))
+
+
+def argmax(x, dim=None, keepdim=False) -> Tensor:
+    """The int64 index of the first largest value (of the flattened tensor when dim is None);
+    a NaN counts as the largest, as in PyTorch."""
+    return _arg("argmax", x, dim, keepdim)
+
+
+def argmin(x, dim=None, keepdim=False) -> Tensor:
+    return _arg("argmin", x, dim, keepdim)
+
+
+def masked_select(x, mask) -> Tensor:
+    """The elements of x where the bool mask (broadcast to x's shape) is true, as a new 1-D tensor."""
+    if not isinstance(x, Tensor) or not isinstance(mask, Tensor):
+        raise TypeError(f"masked_select: needs two tensors, got {type(x).__name__} and {type(mask).__name__}")
+    if mask.dtype.name != "bool":
+        raise TypeError(f"masked_select: the mask must be a bool tensor, got {_describe(mask)}")
+    if mask.device != x.device:
+        raise ValueError(f"masked_select: x is {_describe(x)}, the mask is {_describe(mask)}: different devices")
+    broadcast_shapes("masked_select", x.shape, mask.shape)
+    return call("masked_select", x, mask)
+
+
+_plain_getitem = Tensor.__getitem__
+
+
+def _getitem(self, index):
+    """t[mask] for a bool tensor mask (a copy, like PyTorch's); everything else is a view."""
+    if isinstance(index, Tensor):
+        if index.dtype.name != "bool":
+            raise TypeError(f"indexing with a {index.dtype.name} tensor is not supported (bool masks, ints, "
+                            f"slices, None and ... are)")
+        if index.shape != self.shape[:index.ndim]:
+            raise IndexError(f"the mask of shape {index.shape} does not match the indexed tensor's leading "
+                             f"dimensions {self.shape[:index.ndim]}")
+        # selected whole rows, in order: (count, *the dimensions the mask did not cover)
+        picked = masked_select(self, index.reshape(*index.shape, *([1] * (self.ndim - index.ndim))))
+        if index.ndim == self.ndim:
+            return picked
+        rest = self.shape[index.ndim:]
+        per_row = math.prod(rest)
+        rows = picked.numel() // per_row if per_row else int(_count_false("mask", index, None, False, 0.0).item())
+        return picked.reshape(rows, *rest)
+    return _plain_getitem(self, index)
+
+# The ops above named sum, max, min, abs and pow shadow the builtins in this module; the
+# code above uses builtins.max explicitly for that reason.
 
 
 # ---- data movement ------------------------------------------------------------------------
@@ -279,6 +436,10 @@ _METHODS = {
     "__eq__": _comparison(eq), "__ne__": _comparison(ne), "__lt__": _comparison(lt),
     "__le__": _comparison(le), "__gt__": _comparison(gt), "__ge__": _comparison(ge),
     "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
+    "sqrt": sqrt, "rsqrt": rsqrt, "log": log, "log1p": log1p, "expm1": expm1, "tanh": tanh, "sigmoid": sigmoid,
+    "abs": abs, "__abs__": abs, "minimum": minimum, "maximum": maximum, "pow": pow, "__pow__": pow,
+    "clamp": clamp, "min": min, "all": all, "any": any, "argmax": argmax, "argmin": argmin,
+    "masked_select": masked_select, "__getitem__": _getitem,
 }
 for _name, _op in _METHODS.items():
     setattr(Tensor, _name, _op)

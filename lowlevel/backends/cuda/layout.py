@@ -5,13 +5,13 @@ the host and the device. Only `to_host` waits: it must hand bytes to the CPU.
 import struct
 
 from ...cuda import current_stream, memcpy_dtoh_async
-from ...dispatch import CUDA, register_kernel
+from ...dispatch import CUDA, call, register_kernel
 from ...frontend import dtypes as dt
 from ...frontend.creation import empty, from_numpy_values
 from ...frontend.tensor import Tensor
 from .launch import BLOCK, grid_for, launch, record_uses
 
-_COPY_KERNEL = {2: "strided_copy_b16", 4: "strided_copy_b32", 8: "strided_copy_b64"}
+_COPY_KERNEL = {1: "strided_copy_b8", 2: "strided_copy_b16", 4: "strided_copy_b32", 8: "strided_copy_b64"}
 MAX_DIMS = 6
 
 
@@ -23,7 +23,7 @@ def contiguous(x: Tensor) -> Tensor:
     if n == 0:
         return out
     if x.dtype.itemsize not in _COPY_KERNEL:
-        raise NotImplementedError(f"contiguous() on CUDA copies 2, 4 and 8-byte elements, not {x.dtype.name}")
+        raise NotImplementedError(f"contiguous() on CUDA copies 1, 2, 4 and 8-byte elements, not {x.dtype.name}")
     # Drop size-1 dimensions (their stride does not matter) so more views fit MAX_DIMS.
     dims = [(s, st) for s, st in zip(x.shape, x.strides) if s != 1] or [(1, 0)]
     if len(dims) > MAX_DIMS:
@@ -51,7 +51,10 @@ def rows_last(x: Tensor, dim: int) -> tuple[Tensor, list]:
 # ---- casts and copies ----------------------------------------------------------------------------------
 _CASTS = {(dt.float32, dt.float16): "cast_f32_f16", (dt.float16, dt.float32): "cast_f16_f32",
           (dt.float32, dt.float64): "cast_f32_f64", (dt.float64, dt.float32): "cast_f64_f32",
-          (dt.int32, dt.float32): "cast_i32_f32", (dt.float32, dt.int32): "cast_f32_i32"}
+          (dt.int32, dt.float32): "cast_i32_f32", (dt.float32, dt.int32): "cast_f32_i32",
+          (dt.float32, dt.bfloat16): "cast_f32_bf16", (dt.bfloat16, dt.float32): "cast_bf16_f32"}
+# the module of each cast kernel: ptx/tensor_ops.ptx, except bfloat16's (ptx/cast_bf16.ptx)
+_CAST_MODULE = {"cast_f32_bf16": "cast_bf16", "cast_bf16_f32": "cast_bf16"}
 
 
 @register_kernel("cast", CUDA)
@@ -63,7 +66,7 @@ def cast(x: Tensor, dtype) -> Tensor:
     out = empty(x.shape, dtype=dtype, device=x.device)
     n = out.numel()
     if n:
-        launch("tensor_ops", name, grid_for(n), BLOCK, (out, materialize(x, x.shape), n))
+        launch(_CAST_MODULE.get(name, "tensor_ops"), name, grid_for(n), BLOCK, (out, materialize(x, x.shape), n))
     return out
 
 
@@ -84,4 +87,20 @@ def to_host(x: Tensor) -> Tensor:
         stream = current_stream()
         record_uses((src,), stream)
         memcpy_dtoh_async(out.storage.host[:nbytes], src.data_ptr, stream)
+    return out
+
+
+@register_kernel("cat", CUDA)
+def cat(*tensors, dim: int) -> Tensor:
+    """Each tensor written into its slice of one new tensor along dim (by copy_'s kernels)."""
+    first = tensors[0]
+    shape = list(first.shape)
+    shape[dim] = sum(t.shape[dim] for t in tensors)
+    out = empty(tuple(shape), dtype=first.dtype, device=first.device)
+    at = 0
+    for t in tensors:
+        size = t.shape[dim]
+        if size and t.numel():
+            call("copy_", out[(slice(None),) * dim + (slice(at, at + size),)], t)
+        at += size
     return out

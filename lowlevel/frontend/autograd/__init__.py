@@ -4,6 +4,7 @@ and running their backward formulas.
     mode.py       no_grad, enable_grad, is_grad_enabled (per thread)
     graph.py      Node, saved tensors with version checks, AccumulateGrad, the backward pass
     formulas.py   one backward formula per differentiable op, written with the frontend ops
+    formulas_math.py  those of sqrt ... sigmoid, abs, minimum, pow
     record.py     the Autograd dispatch key's kernel (a fallback for every op), the view
                   hook, the in-place hooks, and Tensor.backward / detach / requires_grad_
 

@@ -196,6 +196,16 @@ def to_device(node, g):
     return (ops.to(g, node.inputs_meta[0][2]),)
 
 
+@formula("cat")
+def cat(node, g):
+    """Each input's gradient is its slice of g along dim."""
+    dim, at, grads = node.meta["kwargs"]["dim"], 0, []
+    for shape, _dtype, _device in node.inputs_meta:
+        grads.append(g[(slice(None),) * dim + (slice(at, at + shape[dim]),)])
+        at += shape[dim]
+    return tuple(grads)
+
+
 # ---- views (recorded by the view methods, not the dispatcher) ---------------------------------------------
 def view_backward(how):
     """The formula of a view taken as `how` says (tensor.py's _view)."""

@@ -1,0 +1,95 @@
+"""The math ops (sqrt rsqrt log log1p expm1 tanh sigmoid abs, minimum, pow, clamp, clamp_,
+min) against numpy with hypothesis, on the CPU backend and CUDA: random shapes (0-sized
+dimensions, non-contiguous views), NaN, inf and -0.0; and their errors."""
+import numpy as np
+import pytest
+from helpers.tensor_strategies import FLOAT32_ONLY, LAYOUTS, PROPERTY, as_tensor, assert_same, shapes, values
+from hypothesis import given
+from hypothesis import strategies as st
+
+import lowlevel as ll
+
+UNARY = {"sqrt": np.sqrt, "rsqrt": lambda v: 1 / np.sqrt(v), "log": np.log, "log1p": np.log1p,
+         "expm1": np.expm1, "tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v)), "abs": np.abs}
+# exact on both backends (IEEE instructions); the rest go through ex2/lg2.approx on CUDA
+EXACT = {"sqrt", "abs"}
+
+
+def _kind(device):
+    return "cpu" if device == "cpu" else "cuda"
+
+
+def _one(data, device, dtypes):
+    dtype = data.draw(st.sampled_from(dtypes), label="dtype")
+    return as_tensor(data.draw(values(dtype, data.draw(shapes()))), dtype, device, data.draw(LAYOUTS))
+
+
+@PROPERTY
+@given(data=st.data(), op=st.sampled_from(sorted(UNARY)))
+def test_unary_math_matches_numpy(device, data, op):
+    t, x = _one(data, device, FLOAT32_ONLY[_kind(device)])
+    with np.errstate(all="ignore"):
+        expected = UNARY[op](x).astype(x.dtype)
+    got = getattr(t, op)().numpy()
+    if op in EXACT or device == "cpu":
+        assert_same(got, expected, rtol=0 if op in EXACT else 1e-6, atol=0 if op in EXACT else 1e-7)
+    else:
+        assert_same(got, expected, rtol=1e-5, atol=1e-6)
+    if op not in EXACT:
+        assert np.array_equal(np.isnan(got), np.isnan(expected))
+
+
+@PROPERTY
+@given(data=st.data(), lo=st.sampled_from([None, -1.0, 0.0, np.nan]), hi=st.sampled_from([None, 2.0, -0.0]))
+def test_minimum_clamp_and_min_match_numpy(device, data, lo, hi):
+    t, x = _one(data, device, FLOAT32_ONLY[_kind(device)])
+    u, y = as_tensor(data.draw(values(t.dtype, x.shape)), t.dtype, device, "contiguous")
+    assert_same(ll.minimum(t, u).numpy(), np.minimum(x, y), signed_zeros=False)
+    if lo is not None or hi is not None:
+        expected = x if lo is None else np.maximum(x, x.dtype.type(lo))
+        expected = expected if hi is None else np.minimum(expected, x.dtype.type(hi))
+        assert_same(t.clamp(lo, hi).numpy(), expected, signed_zeros=False)
+        c = ll.tensor(x, dtype=t.dtype, device=device)
+        assert c.clamp_(lo, hi) is c
+        assert_same(c.numpy(), expected, signed_zeros=False)
+    if x.size:
+        assert_same(t.min().numpy(), np.min(x), signed_zeros=False)
+        if x.ndim and x.shape[-1]:
+            assert_same(t.min(-1, keepdim=True).numpy(), np.min(x, -1, keepdims=True), signed_zeros=False)
+
+
+@PROPERTY
+@given(data=st.data(), exponent=st.sampled_from([2.0, 0.5, -1.0, 3.0, 0.0]))
+def test_pow_matches_numpy_on_the_cpu(data, exponent):
+    t, x = _one(data, "cpu", [ll.float32, ll.float64])
+    with np.errstate(all="ignore"):
+        assert_same((t ** exponent).numpy(), np.power(x, x.dtype.type(exponent)), rtol=1e-6, atol=1e-7)
+        y = data.draw(values(t.dtype, x.shape))
+        assert_same(ll.pow(t, ll.tensor(y, dtype=t.dtype)).numpy(), np.power(x, y), rtol=1e-6, atol=1e-7)
+
+
+def test_math_ops_refuse_what_they_cannot_take(device):
+    i = ll.tensor([1, 2], device="cpu")
+    for op in ("sqrt", "rsqrt", "log", "log1p", "expm1", "tanh", "sigmoid"):
+        with pytest.raises(TypeError, match=f"{op}: needs a floating-point tensor, got \\(2,\\) int64"):
+            getattr(ll, op)(i)
+        with pytest.raises(TypeError, match=f"{op}: expected a tensor, got list"):
+            getattr(ll, op)([1.0])
+    assert ll.abs(ll.tensor([-3, 2])).numpy().tolist() == [3, 2]
+    with pytest.raises(TypeError, match="pow: needs a floating-point base"):
+        i ** 2
+    with pytest.raises(ValueError, match="clamp: at least one of min and max"):
+        ll.zeros(2, device=device).clamp()
+    with pytest.raises(TypeError, match="clamp: min must be a number or a tensor, got str"):
+        ll.zeros(2, device=device).clamp("0")
+    with pytest.raises(ValueError, match="minimum: shapes \\(2,\\) and \\(3,\\) do not broadcast"):
+        ll.minimum(ll.zeros(2, device=device), ll.zeros(3, device=device))
+
+
+def test_cuda_math_has_float32_kernels_and_names_what_it_lacks(driver):
+    x = ll.tensor([0.25, 4.0], device="cuda")
+    np.testing.assert_allclose(x.rsqrt().numpy(), [2.0, 0.5], rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="tanh has no CUDA kernel for dtype float16"):
+        x.half().tanh()
+    with pytest.raises(NotImplementedError, match="pow"):
+        x ** 2.0
