@@ -94,6 +94,6 @@ def cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream_handle, kernel
     def run():
         run_kernel(module, name, grid=grid, block=block, params=params, memory=memory, shared_bytes=shared,
                    tools=[*enabled(), LaunchCounters(ctx, name), PrintfOutput()])
-    ctx.submit(stream, run, f"kernel {name}")
+    ctx.submit(stream, run, f"kernel {name}", key=("kernel", handle))     # key: what a graph update keeps
 
 
