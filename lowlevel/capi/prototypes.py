@@ -87,6 +87,7 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuGraphNodeGetType":         ("cuGraphNodeGetType", (handle, ptr)),
     "cuGraphDebugDotPrint":       ("cuGraphDebugDotPrint", (handle, c_char_p, c_uint)),
     "cuGraphExecUpdate":          ("cuGraphExecUpdate_v2", (handle, handle, ptr)),
+    "cuGraphExecKernelNodeSetParams": ("cuGraphExecKernelNodeSetParams_v2", (handle, handle, ptr)),
     # events
     "cuEventCreate":              ("cuEventCreate", (ptr, c_uint)),
     "cuEventDestroy":             ("cuEventDestroy_v2", (handle,)),

@@ -302,3 +302,28 @@ def test_capture_arguments_are_checked(driver):
     with cuda.capture(cuda.Stream(non_blocking=True)) as graph:
         with pytest.raises(RuntimeError, match="has not ended"):
             graph.nodes()
+
+
+def test_a_kernel_node_of_an_instantiated_graph_takes_new_arguments(driver):
+    stream, n = cuda.Stream(non_blocking=True), 300
+    out = device_poisoned(4 * n)
+    cuda.synchronize()
+    fill = kernels.module("fill").get_function("fill_f32")
+    with cuda.capture(stream) as graph:
+        fill.launch(1, 128, (out, 1.5, n), stream=stream)
+    replay = graph.instantiate()
+    node, count = ctypes.c_void_p(), ctypes.c_size_t(1)
+    driver.cuGraphGetNodes(graph.handle, ctypes.byref(node), ctypes.byref(count))
+    packed = fill.pack((out, -4.0, n))
+    # CUDA_KERNEL_NODE_PARAMS: func, grid x y z, block x y z, shared, (pad), kernelParams, extra, kern, ctx
+    params = (ctypes.c_uint64 * 9)()
+    params[0] = fill.handle
+    dims = (ctypes.c_uint * 8).from_buffer(params, 8)
+    dims[:7] = [(n + 127) // 128, 1, 1, 128, 1, 1, 0]          # enough blocks for all n this time
+    params[5] = ctypes.cast(packed.kernel_params, ctypes.c_void_p).value
+    driver.cuGraphExecKernelNodeSetParams(replay.handle, node, params)
+    replay.launch(stream)
+    stream.synchronize()
+    back = np.zeros(n, np.float32)
+    cuda.memcpy_dtoh(back, out)
+    assert (back == -4.0).all()

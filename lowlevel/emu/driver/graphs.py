@@ -13,6 +13,8 @@ from .capture import GLOBAL, RELAXED, THREAD_LOCAL, Capture, Graph, GraphExec
 from .context import Context, api, current, lookup_handle
 from .entry import write_out
 from .errors import EmuError
+from .launch import check_config, kernel_run, param_buffer
+from .modules import function_of
 
 _STATUS = {name.rsplit("_", 1)[1]: v for name, v in STREAM_CAPTURE_STATUS.items()}
 
@@ -230,3 +232,35 @@ def cuGraphExecUpdate(exec_handle, graph_handle, result_info):
         raise EmuError("CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE", f"cuGraphExecUpdate: {why}")
     with ctx.lock:                        # a launch queued already keeps the operations it had
         graph_exec.runs = [n.run for n in graph.nodes]
+
+
+@api
+def cuGraphExecKernelNodeSetParams(exec_handle, node_handle, params_ptr):
+    """New launch parameters (grid, block, shared memory, argument values) for one kernel
+    node of an instantiated graph; the graph itself keeps its own."""
+    ctx = current()
+    graph_exec = _exec(ctx, exec_handle)
+    index = next((i for i, n in enumerate(graph_exec.nodes) if n.handle == node_handle), None)
+    if index is None:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"node {node_handle:#x} is not in the graph this exec was made from")
+    node = graph_exec.nodes[index]
+    if not params_ptr:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", "nodeParams is NULL")
+    if node.type != GRAPH_NODE_TYPE["CU_GRAPH_NODE_TYPE_KERNEL"]:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"node {node_handle:#x} is a {node.label} node, not a kernel")
+    # CUDA_KERNEL_NODE_PARAMS_v2: func; grid x y z, block x y z, sharedMemBytes (uint);
+    # kernelParams at 40, extra at 48.
+    func = ctypes.c_void_p.from_address(params_ptr).value or 0
+    dims = (ctypes.c_uint * 7).from_address(params_ptr + 8)
+    kernel_params = ctypes.c_void_p.from_address(params_ptr + 40).value or 0
+    extra = ctypes.c_void_p.from_address(params_ptr + 48).value or 0
+    if ("kernel", func) != node.key:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", "the node's function cannot be changed (not emulated)")
+    f = function_of(ctx, func)
+    grid, block, shared = tuple(dims[0:3]), tuple(dims[3:6]), dims[6]
+    check_config(f, grid, block, shared)
+    run = kernel_run(ctx, f, grid, block, shared, param_buffer(f.kernel, kernel_params, extra))
+    with ctx.lock:                        # a launch queued already keeps the operations it had
+        runs = list(graph_exec.runs)
+        runs[index] = run
+        graph_exec.runs = runs
