@@ -289,6 +289,10 @@ def test_events_and_captures_do_not_mix(driver):
     assert raw_capture(driver, stream, RELAXED,
                        lambda: driver.cuStreamWaitEvent.unchecked(stream.handle, outside.handle, 0)) == \
         (CURESULT["CUDA_ERROR_STREAM_CAPTURE_ISOLATION"], bad, INVALIDATED)
+    query = lambda: driver.cuEventQuery.unchecked(outside.handle)      # noqa: E731
+    assert raw_capture(driver, stream, GLOBAL, query) == (UNSUPPORTED, bad, INVALIDATED)
+    active = STREAM_CAPTURE_STATUS["CU_STREAM_CAPTURE_STATUS_ACTIVE"]
+    assert raw_capture(driver, stream, RELAXED, query) == (0, active, 0)
     code = raw_capture(driver, stream, RELAXED, lambda: (captured.record(stream),
                                                          driver.cuEventQuery.unchecked(captured.handle))[1])
     assert name(code[0]) == "CUDA_ERROR_CAPTURED_EVENT"

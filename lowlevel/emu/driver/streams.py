@@ -3,7 +3,7 @@ import ctypes
 import threading
 
 from ...capi.prototypes import CUhostFn
-from .capture import refuse_capturing
+from .capture import refuse_capturing, refuse_unsafe
 from .context import LEGACY_STREAM_HANDLES, Context, api, current, lookup_handle
 from .entry import write_out
 from .errors import EmuError
@@ -139,6 +139,7 @@ def cuEventRecord(event_handle, stream_handle):
 def cuEventSynchronize(handle):
     ctx = current()
     event = _uncaptured(_event(ctx, handle), "cuEventSynchronize")
+    refuse_unsafe(ctx, "cuEventSynchronize")
     if event.item is not None:
         event.item.done.wait()
     current()
@@ -147,7 +148,9 @@ def cuEventSynchronize(handle):
 @api
 def cuEventQuery(handle):
     ctx = current()
-    if not _uncaptured(_event(ctx, handle), "cuEventQuery").complete():
+    event = _uncaptured(_event(ctx, handle), "cuEventQuery")
+    refuse_unsafe(ctx, "cuEventQuery")      # a query from any thread, under a global capture
+    if not event.complete():
         raise EmuError("CUDA_ERROR_NOT_READY")
 
 
