@@ -19,7 +19,7 @@ import os
 import tempfile
 
 from ..capi.constants import GRAPH_EXEC_UPDATE_RESULT, GRAPH_NODE_TYPE, STREAM_CAPTURE_MODE
-from .context import ContextBound, ContextResource
+from .context import ContextBound, ContextResource, capture_began, capture_ended
 from .errors import CudaError
 from .stream import Stream, captured_callbacks
 
@@ -141,14 +141,22 @@ class capture:
     def __enter__(self) -> Graph:
         self.graph = Graph()
         drv = self.graph.driver
-        drv.cuStreamBeginCapture(self.stream.handle, self.mode)
+        capture_began()                     # releases of garbage wait until the capture ends
+        try:
+            drv.cuStreamBeginCapture(self.stream.handle, self.mode)
+        except BaseException:
+            capture_ended()
+            raise
         self.ident = self.stream.capture_status()[1]
         return self.graph
 
     def __exit__(self, exc_type, exc, tb):
         drv = self.graph.driver
         h = ctypes.c_void_p()
-        code = drv.cuStreamEndCapture.unchecked(self.stream.handle, ctypes.byref(h))
+        try:
+            code = drv.cuStreamEndCapture.unchecked(self.stream.handle, ctypes.byref(h))
+        finally:
+            capture_ended()
         self.graph.callbacks = captured_callbacks.pop(self.ident, [])
         self.graph.handle = h.value if code == 0 else None
         if code != 0 and exc_type is None:      # an error in the block is the one to see

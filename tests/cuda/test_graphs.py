@@ -12,6 +12,7 @@ import pytest
 from helpers.memory import device_poisoned
 
 from lowlevel import cuda, kernels
+from lowlevel.cuda import context
 from lowlevel.capi.constants import CURESULT, STREAM_CAPTURE_MODE, STREAM_CAPTURE_STATUS
 
 GATE_TIMEOUT = 20
@@ -331,3 +332,41 @@ def test_a_kernel_node_of_an_instantiated_graph_takes_new_arguments(driver):
     back = np.zeros(n, np.float32)
     cuda.memcpy_dtoh(back, out)
     assert (back == -4.0).all()
+
+
+def test_a_captured_launch_keeps_the_argument_values_it_was_given(driver):
+    """cuLaunchKernel copies the parameter values at capture: changing the caller's memory
+    afterwards changes no replay."""
+    stream, n = cuda.Stream(non_blocking=True), 128
+    out = device_poisoned(4 * n)
+    cuda.synchronize()
+    fill = kernels.module("fill").get_function("fill_f32")
+    values = (ctypes.c_uint64(int(out)), ctypes.c_float(2.5), ctypes.c_uint64(n))
+    pointers = (ctypes.c_void_p * 3)(*[ctypes.addressof(v) for v in values])
+    with cuda.capture(stream) as graph:
+        driver.cuLaunchKernel(fill.handle, 1, 1, 1, n, 1, 1, 0, stream.handle, pointers, None)
+    values[1].value = -1.0                                     # after the capture: not seen
+    graph.instantiate().launch(stream)
+    stream.synchronize()
+    back = np.zeros(n, np.float32)
+    cuda.memcpy_dtoh(back, out)
+    assert (back == 2.5).all()
+
+
+def test_garbage_released_during_a_capture_waits_for_its_end(driver):
+    """A finalizer's cuMemFree would be refused inside a global capture and invalidate it:
+    lowlevel carries it out after the capture instead."""
+    stream, n = cuda.Stream(non_blocking=True), 64
+    out = device_poisoned(4 * n)
+    cuda.synchronize()
+    garbage = cuda.mem_alloc(256)
+    with cuda.capture(stream) as graph:
+        del garbage                                            # queued for the next safe point
+        assert context.pending_releases() >= 1
+        cuda.memset_d32(out, 3, n, stream)                    # a safe point: the release waits
+        assert context.pending_releases() >= 1
+    graph.instantiate().launch(stream)
+    stream.synchronize()
+    back = np.zeros(n, np.uint32)
+    cuda.memcpy_dtoh(back, out)                                # a safe point outside: released now
+    assert (back == 3).all() and context.pending_releases() == 0
