@@ -16,6 +16,10 @@ ENUMS = {  # C enum type -> Python dict name
     "CUdevice_attribute": "DEVICE_ATTRIBUTE",
     "CUfunction_attribute": "FUNCTION_ATTRIBUTE",
     "CUjit_option": "JIT_OPTION",
+    "CUstreamCaptureMode": "STREAM_CAPTURE_MODE",
+    "CUstreamCaptureStatus": "STREAM_CAPTURE_STATUS",
+    "CUgraphNodeType": "GRAPH_NODE_TYPE",
+    "CUgraphExecUpdateResult": "GRAPH_EXEC_UPDATE_RESULT",
 }
 
 

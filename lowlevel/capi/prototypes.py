@@ -73,6 +73,21 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuStreamQuery":              ("cuStreamQuery", (handle,)),
     "cuStreamWaitEvent":          ("cuStreamWaitEvent", (handle, handle, c_uint)),
     "cuLaunchHostFunc":           ("cuLaunchHostFunc", (handle, ptr, ptr)),
+    # stream capture (CUstreamCaptureMode, CUstreamCaptureStatus: C enums, ints)
+    "cuStreamBeginCapture":       ("cuStreamBeginCapture_v2", (handle, c_int)),
+    "cuStreamEndCapture":         ("cuStreamEndCapture", (handle, ptr)),
+    "cuStreamIsCapturing":        ("cuStreamIsCapturing", (handle, ptr)),
+    "cuStreamGetCaptureInfo":     ("cuStreamGetCaptureInfo_v3", (handle, ptr, ptr, ptr, ptr, ptr, ptr)),
+    # graphs (CUgraph, CUgraphExec, CUgraphNode: opaque pointers)
+    "cuGraphInstantiateWithFlags": ("cuGraphInstantiateWithFlags", (ptr, handle, c_uint64)),
+    "cuGraphLaunch":              ("cuGraphLaunch", (handle, handle)),
+    "cuGraphExecDestroy":         ("cuGraphExecDestroy", (handle,)),
+    "cuGraphDestroy":             ("cuGraphDestroy", (handle,)),
+    "cuGraphGetNodes":            ("cuGraphGetNodes", (handle, ptr, ptr)),
+    "cuGraphNodeGetType":         ("cuGraphNodeGetType", (handle, ptr)),
+    "cuGraphDebugDotPrint":       ("cuGraphDebugDotPrint", (handle, c_char_p, c_uint)),
+    "cuGraphExecUpdate":          ("cuGraphExecUpdate_v2", (handle, handle, ptr)),
+    "cuGraphExecKernelNodeSetParams": ("cuGraphExecKernelNodeSetParams_v2", (handle, handle, ptr)),
     # events
     "cuEventCreate":              ("cuEventCreate", (ptr, c_uint)),
     "cuEventDestroy":             ("cuEventDestroy_v2", (handle,)),

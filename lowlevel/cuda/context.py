@@ -69,7 +69,7 @@ def ensure_context() -> tuple[Driver, _PrimaryContext]:
     ctx = _contexts.get((id(drv), getattr(_current_device, "ordinal", 0))) or _primary(drv, current_device_ordinal())
     if getattr(_thread_current, "context", None) != (id(drv), ctx.handle, ctx.generation):
         _make_current(drv, ctx)
-    if _pending_releases and not in_host_callback():
+    if _pending_releases and not in_host_callback() and not _captures[0]:
         run_pending_releases()
     return drv, ctx
 
@@ -81,6 +81,22 @@ def ensure_context() -> tuple[Driver, _PrimaryContext]:
 # finalizer only queues its release; the next thread to enter lowlevel carries it out.
 _callback_state = threading.local()
 _pending_releases: collections.deque = collections.deque()
+
+
+# While a stream captures, a release (cuMemFree, cuModuleUnload, ...) would be refused by
+# the driver and invalidate the capture: releases wait until no capture of lowlevel's runs.
+_captures = [0]                 # how many cuda.capture blocks are open, on any thread
+_captures_lock = threading.Lock()
+
+
+def capture_began() -> None:
+    with _captures_lock:
+        _captures[0] += 1
+
+
+def capture_ended() -> None:
+    with _captures_lock:
+        _captures[0] -= 1
 
 
 def in_host_callback() -> bool:

@@ -23,6 +23,10 @@ _pending_callbacks: dict[int, CUhostFn] = {}     # host callbacks the driver has
 _finished_callbacks: list[int] = []             # called already; freed at the next add
 _pending_lock = threading.Lock()
 _callback_ids = itertools.count(1)
+# Host callbacks captured into a graph run at every replay: their C function pointers live
+# as long as the graph does (capture id -> the pointers; graph.py hands them to the Graph).
+captured_callbacks: dict[int, list] = {}
+CAPTURE_STATUS = ("none", "active", "invalidated")      # CUstreamCaptureStatus, by value
 
 
 class Stream(ContextResource):
@@ -67,29 +71,33 @@ class Stream(ContextResource):
             raise TypeError(f"Stream.wait: expected an Event, got {type(event).__name__}")
         self._drv.cuStreamWaitEvent(self.handle, event.handle, 0)
 
+    def capture_status(self) -> tuple[str, int]:
+        """("none" | "active" | "invalidated", the capture's id) (cuStreamGetCaptureInfo)."""
+        status, ident = ctypes.c_int(), ctypes.c_uint64()
+        self._drv.cuStreamGetCaptureInfo(self.handle, ctypes.byref(status), ctypes.byref(ident),
+                                         None, None, None, None)
+        return CAPTURE_STATUS[status.value], ident.value
+
     def add_callback(self, fn) -> None:
         """Run `fn()` on a driver thread once the work queued so far is done (cuLaunchHostFunc).
+        On a capturing stream it runs at each replay of the graph instead.
 
         As the driver requires, `fn` must not call CUDA functions. An exception in it is
         printed (it cannot propagate across the driver).
         """
+        status, ident = self.capture_status()
+        if status == "active":
+            cfn = CUhostFn(_callback_trampoline(fn, None))
+            captured_callbacks.setdefault(ident, []).append(cfn)
+            self._drv.cuLaunchHostFunc(self.handle, ctypes.cast(cfn, ctypes.c_void_p), None)
+            return
         with _pending_lock:
             # Host functions run one after another on the driver's thread: once a later one
             # has finished, an earlier one has surely returned through its C function pointer.
             while len(_finished_callbacks) > 1:
                 _pending_callbacks.pop(_finished_callbacks.pop(0), None)
             key = next(_callback_ids)
-
-            def trampoline(_user_data):
-                set_in_host_callback(True)
-                try:
-                    fn()
-                except Exception:
-                    print(f"exception in stream callback {fn!r}:\n{traceback.format_exc()}", file=sys.stderr)
-                finally:
-                    set_in_host_callback(False)
-                    # Not freed here: this very C function pointer is still running.
-                    _finished_callbacks.append(key)
+            trampoline = _callback_trampoline(fn, key)
             # The C function pointer must stay alive until the driver has called it, even if
             # this Stream object goes away first: keep it in a module-level table.
             cfn = _pending_callbacks[key] = CUhostFn(trampoline)
@@ -102,6 +110,23 @@ class Stream(ContextResource):
     def _release(self) -> None:
         if self._owned:
             self._drv.cuStreamDestroy(self.handle)
+
+
+def _callback_trampoline(fn, key):
+    """The C callback that runs `fn`; `key`: its entry in _pending_callbacks, marked
+    finished after each call (None: a captured one, kept by its graph)."""
+    def trampoline(_user_data):
+        set_in_host_callback(True)
+        try:
+            fn()
+        except Exception:
+            print(f"exception in stream callback {fn!r}:\n{traceback.format_exc()}", file=sys.stderr)
+        finally:
+            set_in_host_callback(False)
+            if key is not None:
+                # Not freed here: this very C function pointer is still running.
+                _finished_callbacks.append(key)
+    return trampoline
 
 
 class Event(ContextResource):

@@ -27,7 +27,14 @@ def header():
     protos = {}
     for name, args in re.findall(r"CUresult\s+CUDAAPI\s+(\w+)\s*\(([^;]*?)\)\s*;", text, re.S):
         args = re.sub(r"/\*.*?\*/", "", args, flags=re.S).strip()
-        protos[name] = 0 if args in ("", "void") else len(args.split(","))
+        # The first declaration is the documented API; later ones with the same name (the
+        # header's block for old ABIs, e.g. cuStreamGetCaptureInfo with 3 arguments) are not.
+        protos.setdefault(name, 0 if args in ("", "void") else len(args.split(",")))
+    # A symbol declared only under the public name that #defines to it
+    # (cuGraphInstantiate -> cuGraphInstantiateWithFlags) has that name's prototype.
+    for name, target in defines.items():
+        if name in protos:
+            protos.setdefault(target, protos[name])
     return defines, protos
 
 

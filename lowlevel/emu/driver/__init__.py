@@ -7,6 +7,7 @@
     launch.py     cuLaunchKernel: parameters, configuration checks, the launch queued
     streams.py    cuStream*, cuEvent*, cuLaunchHostFunc
     queues.py     the stream and event objects: a worker thread per stream
+    graphs.py     stream capture (cuStreamBeginCapture...), cuGraph*: capture.py, its objects
     assembler.py  the JIT's first check: ptxas (nvJitLink), when one is found
     device.py     the emulated device's attributes and limits
     errors.py     EmuError, the CUresult descriptions, static C strings
@@ -14,7 +15,7 @@
 
 Importing this package registers every driver function (functions() lists them).
 """
-from . import launch, memory, modules, streams  # noqa: F401  (they register their C functions)
+from . import graphs, launch, memory, modules, streams  # noqa: F401  (they register their C functions)
 from .context import error_details, functions, last_launch_stats, thread_instructions
 from .entry import pending_interrupt
 

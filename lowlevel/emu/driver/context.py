@@ -18,7 +18,7 @@ import traceback
 
 from ...capi.constants import CURESULT, CURESULT_NAME
 from ..engine.memory import DeviceMemory
-from . import device
+from . import capture, device
 from .entry import CFunctions, keep_interrupt, write_out
 from .errors import EmuError, describe, static_c_string
 from .queues import Event, Stream
@@ -99,6 +99,10 @@ class Context:
         self.functions: dict = {}               # handle -> modules.Function
         self.pinned: dict[int, ctypes.Array] = {}      # host address -> buffer (cuMemAllocHost)
         self.sticky: tuple[int, str] | None = None
+        self.captures: list = []                # active capture.Capture sequences
+        self.graphs: dict = {}                  # handle -> capture.Graph
+        self.graph_nodes: dict = {}             # handle -> capture.Node
+        self.graph_execs: dict = {}             # handle -> capture.GraphExec
         self.thread_instructions = 0        # executed by every kernel so far (for the trace)
         # Stream workers take no lock that a host thread may hold while it waits for them
         # (that is `lock`): the count has its own.
@@ -151,12 +155,25 @@ class Context:
                 return [self.legacy.last]
             return []
 
-    def submit(self, stream: Stream, run, label: str, extra_deps=()):
+    def submit(self, stream: Stream, run, label: str, extra_deps=(), key=None):
+        """Queue `run` on `stream`; on a capturing stream it becomes a graph node instead
+        (and None is returned)."""
         with self.lock:
+            if stream.capture is not None:
+                return stream.capture.add(self, stream, run, label, key)
+            if stream is self.legacy:
+                capture.refuse_implicit(self, label)
             return stream.submit(run, [*self.implicit_deps(stream), *extra_deps], label)
 
     def record(self, event: Event, stream: Stream) -> None:
         with self.lock:
+            if stream.capture is not None:       # the event holds the capture's frontier
+                stream.capture.check_valid()
+                event.captured = (stream.capture, list(stream.capture.frontier[stream]))
+                return
+            if stream is self.legacy:
+                capture.refuse_implicit(self, "cuEventRecord")
+            event.captured = None
             event.record_into(stream, self.implicit_deps(stream))
 
     def is_pinned(self, address: int, nbytes: int) -> bool:
@@ -373,6 +390,7 @@ def cuCtxGetDevice(device_out):
 @api
 def cuCtxSynchronize():
     ctx = current()
+    capture.refuse_unsafe(ctx, "cuCtxSynchronize")
     ctx.synchronize()
     current()          # report a fault that happened in the work just waited for
 

@@ -16,7 +16,7 @@ from .modules import Function, function_of
 LAUNCH_PARAM_END, LAUNCH_PARAM_BUFFER_POINTER, LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
 
 
-def _param_buffer(kernel, kernel_params: int, extra: int) -> bytes:
+def param_buffer(kernel, kernel_params: int, extra: int) -> bytes:
     """The kernel's parameter bytes, copied now (the caller may reuse its memory at once)."""
     if kernel_params and extra:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "both kernelParams and extra were given")
@@ -55,7 +55,7 @@ def _param_buffer(kernel, kernel_params: int, extra: int) -> bytes:
     return b""
 
 
-def _check_config(f: Function, grid, block, shared: int) -> None:
+def check_config(f: Function, grid, block, shared: int) -> None:
     limits = device.attributes()
     maxima_block = [limits[A[f"CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_{c}"]] for c in "XYZ"]
     maxima_grid = [limits[A[f"CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{c}"]] for c in "XYZ"]
@@ -87,13 +87,19 @@ def cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream_handle, kernel
     f = function_of(ctx, handle)
     stream = ctx.stream(stream_handle)
     grid, block = (gx, gy, gz), (bx, by, bz)
-    _check_config(f, grid, block, shared)
-    params = _param_buffer(f.kernel, kernel_params, extra)
+    check_config(f, grid, block, shared)
+    params = param_buffer(f.kernel, kernel_params, extra)
+    ctx.submit(stream, kernel_run(ctx, f, grid, block, shared, params), f"kernel {f.kernel.name}",
+               key=("kernel", handle))     # key: what a graph update keeps
+
+
+def kernel_run(ctx, f: Function, grid, block, shared: int, params: bytes):
+    """The work of one launch (a stream runs it, or a graph node, at each replay)."""
     module, memory, name = f.module.ptx, ctx.memory, f.kernel.name
 
     def run():
         run_kernel(module, name, grid=grid, block=block, params=params, memory=memory, shared_bytes=shared,
                    tools=[*enabled(), LaunchCounters(ctx, name), PrintfOutput()])
-    ctx.submit(stream, run, f"kernel {name}")
+    return run
 
 

@@ -2,6 +2,7 @@
 import ctypes
 
 from ..engine.memory import AccessFault, OutOfMemory
+from .capture import refuse_unsafe
 from .context import Context, api, current
 from .entry import write_out
 from .errors import EmuError
@@ -29,6 +30,7 @@ def _alloc(ctx: Context, nbytes: int) -> int:
 @api
 def cuMemAlloc(dptr_out, nbytes):
     ctx = current()
+    refuse_unsafe(ctx, "cuMemAlloc")
     write_out(ctypes.c_uint64, dptr_out, _alloc(ctx, nbytes))
 
 
@@ -46,6 +48,7 @@ def _check_freeable(ctx: Context, dptr: int) -> None:
 @api
 def cuMemFree(dptr):
     ctx = current()
+    refuse_unsafe(ctx, "cuMemFree")
     # cuMemFree synchronises: work still using the memory finishes first.
     ctx.synchronize()
     _check_freeable(ctx, dptr)
@@ -67,6 +70,7 @@ def cuMemGetAddressRange(base_out, size_out, dptr):
 @api
 def cuMemAllocHost(host_out, nbytes):
     ctx = current()
+    refuse_unsafe(ctx, "cuMemAllocHost")
     if nbytes == 0:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "cannot allocate 0 bytes")
     try:
@@ -81,6 +85,7 @@ def cuMemAllocHost(host_out, nbytes):
 @api
 def cuMemFreeHost(host):
     ctx = current()
+    refuse_unsafe(ctx, "cuMemFreeHost")
     ctx.synchronize()
     if ctx.pinned.pop(host, None) is None:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{host:#x} was not allocated by cuMemAllocHost")
@@ -89,7 +94,11 @@ def cuMemFreeHost(host):
 @api
 def cuMemAllocAsync(dptr_out, nbytes, stream):
     ctx = current()
-    ctx.stream(stream)          # validates the handle
+    s = ctx.stream(stream)          # validates the handle
+    if s.capture is not None:       # a graph's memory-allocation node: not emulated
+        s.capture.invalidate("cuMemAllocAsync on a capturing stream")
+        raise EmuError("CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+                       "cuMemAllocAsync is not captured by the emulated driver")
     # The address is handed out now; the stream orders its first use after this point.
     write_out(ctypes.c_uint64, dptr_out, _alloc(ctx, nbytes))
 
@@ -118,6 +127,8 @@ def _copy(stream_handle, dst, src, nbytes, kind: str, asynchronous: bool) -> Non
     returns only when done. Pinned memory (cuMemAllocHost) is truly asynchronous.
     """
     ctx = current()
+    if not asynchronous:
+        refuse_unsafe(ctx, f"cuMemcpy{kind}")
     stream = ctx.stream(stream_handle)
     if nbytes == 0:
         return
@@ -129,7 +140,8 @@ def _copy(stream_handle, dst, src, nbytes, kind: str, asynchronous: bool) -> Non
     if not (dst and src):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL pointer in copy")
     if kind == "HtoD":
-        if asynchronous and not ctx.is_pinned(src, nbytes):
+        # A captured copy reads the host memory when the graph runs, not now.
+        if asynchronous and not ctx.is_pinned(src, nbytes) and stream.capture is None:
             # One copy by memmove (size_t sizes), not ctypes.string_at, whose size is a C int.
             try:
                 staged = (ctypes.c_char * nbytes)()
@@ -145,7 +157,7 @@ def _copy(stream_handle, dst, src, nbytes, kind: str, asynchronous: bool) -> Non
     else:
         run = lambda: ctypes.memmove(mem.host_address(dst), mem.host_address(src), nbytes)  # noqa: E731
     item = ctx.submit(stream, run, f"memcpy{kind}")
-    if not asynchronous:
+    if not asynchronous and item is not None:       # None: captured, it runs with its graph
         item.done.wait()
         current()
 

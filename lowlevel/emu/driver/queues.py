@@ -52,6 +52,7 @@ class Stream:
         self.flags = flags
         self.name = name
         self.last: WorkItem | None = None
+        self.capture = None                   # the capture.Capture this stream is part of
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._closing = False
         self._thread = threading.Thread(target=self._serve, name=f"lowlevel-emu-{name}", daemon=True)
@@ -114,6 +115,7 @@ class Event:
         self.flags = flags
         self.item: WorkItem | None = None     # the pending record, if any
         self.time_ns: int | None = None
+        self.captured = None                  # (Capture, nodes) if last recorded in a capture
         self._record = None                   # identifies the current record
         self._lock = threading.Lock()
 

@@ -3,6 +3,7 @@ import ctypes
 import threading
 
 from ...capi.prototypes import CUhostFn
+from .capture import refuse_capturing, refuse_unsafe
 from .context import LEGACY_STREAM_HANDLES, Context, api, current, lookup_handle
 from .entry import write_out
 from .errors import EmuError
@@ -34,14 +35,18 @@ def cuStreamDestroy(handle):
 @api
 def cuStreamSynchronize(handle):
     ctx = current()
-    ctx.stream(handle).synchronize()
+    stream = ctx.stream(handle)
+    refuse_capturing(stream, "cuStreamSynchronize")
+    stream.synchronize()
     current()
 
 
 @api
 def cuStreamQuery(handle):
     ctx = current()
-    if not ctx.stream(handle).idle():
+    stream = ctx.stream(handle)
+    refuse_capturing(stream, "cuStreamQuery")
+    if not stream.idle():
         raise EmuError("CUDA_ERROR_NOT_READY")
 
 
@@ -52,9 +57,36 @@ def cuStreamWaitEvent(stream_handle, event_handle, flags):
     event = _event(ctx, event_handle)
     if flags not in (0,):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown cuStreamWaitEvent flags {flags:#x}")
+    if event.captured is not None or stream.capture is not None:
+        _wait_in_capture(ctx, stream, event)
+        return
     item = event.item                   # the record current now, even if re-recorded meanwhile
     if item is not None and not item.done.is_set():
         ctx.submit(stream, lambda: None, "wait event", extra_deps=[item])
+
+
+def _wait_in_capture(ctx: Context, stream, event: Event) -> None:
+    """A wait that involves a capture: a stream waiting for an event recorded in one joins
+    it; a capturing stream may not wait for work outside its capture."""
+    with ctx.lock:
+        if event.captured is None:
+            stream.capture.invalidate("a capturing stream waited for an event recorded outside the capture")
+            raise EmuError("CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+                           "cuStreamWaitEvent: the event was not recorded in the stream's capture")
+        capture, nodes = event.captured
+        if capture not in ctx.captures:
+            raise EmuError("CUDA_ERROR_CAPTURED_EVENT",
+                           "cuStreamWaitEvent: the event was recorded in a capture that has ended")
+        if stream.capture is not None and stream.capture is not capture:
+            stream.capture.invalidate("cuStreamWaitEvent merged two captures")
+            capture.invalidate("cuStreamWaitEvent merged two captures")
+            raise EmuError("CUDA_ERROR_STREAM_CAPTURE_MERGE",
+                           "cuStreamWaitEvent: the event belongs to another capture sequence")
+        if stream is ctx.legacy:
+            capture.invalidate("the legacy stream waited for a captured event")
+            raise EmuError("CUDA_ERROR_STREAM_CAPTURE_IMPLICIT", "the legacy stream cannot join a capture")
+        capture.check_valid()
+        capture.join(stream, nodes)
 
 
 @api
@@ -70,6 +102,12 @@ def cuLaunchHostFunc(stream_handle, fn, user_data):
 # ---- events ---------------------------------------------------------------------------------
 def _event(ctx: Context, handle: int) -> Event:
     return lookup_handle(ctx.events, handle, "event")
+
+
+def _uncaptured(event: Event, call: str) -> Event:
+    if event.captured is not None:
+        raise EmuError("CUDA_ERROR_CAPTURED_EVENT", f"{call}: the event was last recorded in a stream capture")
+    return event
 
 
 @api
@@ -100,7 +138,8 @@ def cuEventRecord(event_handle, stream_handle):
 @api
 def cuEventSynchronize(handle):
     ctx = current()
-    event = _event(ctx, handle)
+    event = _uncaptured(_event(ctx, handle), "cuEventSynchronize")
+    refuse_unsafe(ctx, "cuEventSynchronize")
     if event.item is not None:
         event.item.done.wait()
     current()
@@ -109,14 +148,17 @@ def cuEventSynchronize(handle):
 @api
 def cuEventQuery(handle):
     ctx = current()
-    if not _event(ctx, handle).complete():
+    event = _uncaptured(_event(ctx, handle), "cuEventQuery")
+    refuse_unsafe(ctx, "cuEventQuery")      # a query from any thread, under a global capture
+    if not event.complete():
         raise EmuError("CUDA_ERROR_NOT_READY")
 
 
 @api
 def cuEventElapsedTime(ms_out, start_handle, end_handle):
     ctx = current()
-    start, end = _event(ctx, start_handle), _event(ctx, end_handle)
+    start = _uncaptured(_event(ctx, start_handle), "cuEventElapsedTime")
+    end = _uncaptured(_event(ctx, end_handle), "cuEventElapsedTime")
     if not (start.timing and end.timing):
         raise EmuError("CUDA_ERROR_INVALID_HANDLE", "an event was created with CU_EVENT_DISABLE_TIMING")
     if start.item is None or end.item is None:
