@@ -6,6 +6,7 @@ on first use and made current on every thread that calls in. At interpreter exit
 waits for the device: as a driver does at process teardown, work still queued is abandoned,
 and nothing is released into a context that is going away.
 """
+import _signal  # noqa: PLC2701  (the builtin behind signal.signal: no Python code runs in it)
 import atexit
 import collections
 import ctypes
@@ -48,6 +49,8 @@ def _primary(drv: Driver, ordinal: int) -> _PrimaryContext:
             ctx = _contexts.get(key)
             if ctx is None:
                 ctx = _contexts[key] = _PrimaryContext(drv, ordinal)
+                if len(_contexts) == 1:
+                    _end_on_ctrl_c_at_exit()
     return ctx
 
 
@@ -298,11 +301,18 @@ def _at_exit() -> None:
     global shutting_down
     shutting_down = True
     _pending_releases.clear()
-    # A second Ctrl-C while the interpreter tears down would land in its finalizers and
-    # print "Exception ignored"; by now it can only mean "stop", so it ends the process.
-    if threading.current_thread() is threading.main_thread() and \
-            signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 atexit.register(_at_exit)
+
+
+def _end_on_ctrl_c_at_exit() -> None:
+    """A second Ctrl-C while the program exits would land in an exit handler or a finalizer
+    and print "Exception ignored ..."; by then it can only mean "stop", so from the start
+    of exit on, Ctrl-C ends the process (SIG_DFL). Registered once the driver is loaded, so
+    it runs before every exit handler lowlevel and its driver registered (atexit runs them
+    last in, first out); a builtin, so no Python code runs in it for that Ctrl-C to
+    interrupt. Left alone when the program installed a SIGINT handler of its own."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        atexit.register(_signal.signal, int(signal.SIGINT), int(signal.SIG_DFL))

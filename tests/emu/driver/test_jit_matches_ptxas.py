@@ -201,7 +201,12 @@ def mutants() -> list[tuple[str, str]]:
 def ptxas_accepts(ptxas: str, folder: str, index: int, text: str) -> tuple[bool, str]:
     path = pathlib.Path(folder) / f"mutant{index}.ptx"
     path.write_text(text)
-    arch = f"-arch=sm_{device.arch()}"          # the emulated device's (sm_90 unless LOWLEVEL_EMU_CC says)
+    # The emulated device's architecture (sm_90 unless LOWLEVEL_EMU_CC says); PTX for its
+    # architecture-specific variant (sm_90a) is JIT-compiled as that variant by a driver.
+    arch = f"-arch=sm_{device.arch()}"
+    target = re.search(r"^\s*\.target\s+(sm_\w+)", text, re.M)
+    if target and re.fullmatch(rf"sm_{device.arch()}[af]", target.group(1)):
+        arch = f"-arch={target.group(1)}"
     out = subprocess.run([ptxas, arch, str(path), "-o", str(path.with_suffix(".cubin"))],
                          capture_output=True, text=True, timeout=120)
     return out.returncode == 0, out.stderr.strip()
