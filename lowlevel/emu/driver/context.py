@@ -203,6 +203,14 @@ def lookup_handle(table: dict, handle: int, what: str):
     return obj
 
 
+def forget_handle(table: dict, handle: int, what: str):
+    """Remove and return the object a handle stands for (its destroy call), as lookup_handle
+    fails when it stands for none."""
+    obj = lookup_handle(table, handle, what)
+    del table[handle]
+    return obj
+
+
 def require_init() -> None:
     if not _initialized:
         raise EmuError("CUDA_ERROR_NOT_INITIALIZED", "cuInit has not been called")

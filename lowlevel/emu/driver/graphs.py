@@ -10,7 +10,7 @@ import threading
 
 from ...capi.constants import GRAPH_EXEC_UPDATE_RESULT, GRAPH_NODE_TYPE, STREAM_CAPTURE_STATUS
 from .capture import GLOBAL, RELAXED, THREAD_LOCAL, Capture, Graph, GraphExec
-from .context import Context, api, current, lookup_handle
+from .context import Context, api, current, forget_handle, lookup_handle
 from .entry import write_out
 from .errors import EmuError
 from .launch import check_config, kernel_run, param_buffer
@@ -114,9 +114,7 @@ def cuStreamGetCaptureInfo(stream_handle, status_out, id_out, graph_out, deps_ou
 @api
 def cuGraphDestroy(handle):
     ctx = current(check_sticky=False)
-    graph = ctx.graphs.pop(handle, None)
-    if graph is None:
-        raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown graph handle {handle:#x}")
+    graph = forget_handle(ctx.graphs, handle, "graph")
     for node in graph.nodes:
         ctx.graph_nodes.pop(node.handle, None)
 
@@ -184,8 +182,7 @@ def cuGraphInstantiateWithFlags(exec_out, graph_handle, flags):
 @api
 def cuGraphExecDestroy(handle):
     ctx = current(check_sticky=False)
-    if ctx.graph_execs.pop(handle, None) is None:
-        raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown graph exec handle {handle:#x}")
+    forget_handle(ctx.graph_execs, handle, "graph exec")
 
 
 @api

@@ -4,7 +4,7 @@ import threading
 
 from ...capi.prototypes import CUhostFn
 from .capture import refuse_capturing, refuse_unsafe
-from .context import LEGACY_STREAM_HANDLES, Context, api, current, lookup_handle
+from .context import LEGACY_STREAM_HANDLES, Context, api, current, forget_handle, lookup_handle
 from .entry import write_out
 from .errors import EmuError
 from .queues import Event, Stream
@@ -123,8 +123,7 @@ def cuEventCreate(event_out, flags):
 @api
 def cuEventDestroy(handle):
     ctx = current(check_sticky=False)
-    if ctx.events.pop(handle, None) is None:
-        raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown event handle {handle:#x}")
+    forget_handle(ctx.events, handle, "event")
 
 
 @api
