@@ -11,6 +11,7 @@ import atexit
 import collections
 import ctypes
 import signal
+import sys
 import threading
 
 from ..capi.enums import enum_value
@@ -316,3 +317,17 @@ def _end_on_ctrl_c_at_exit() -> None:
     if threading.current_thread() is threading.main_thread() and \
             signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         atexit.register(_signal.signal, int(signal.SIGINT), int(signal.SIG_DFL))
+        sys.excepthook = _ending_on_ctrl_c(sys.excepthook)
+
+
+def _ending_on_ctrl_c(excepthook):
+    """Python's exit runs threading's shutdown (Python code) before any exit handler, so a
+    Ctrl-C that arrives after an uncaught KeyboardInterrupt's traceback could still land
+    there. The traceback is printed by sys.excepthook: when it prints a KeyboardInterrupt,
+    the program is ending because of Ctrl-C, and from then on Ctrl-C ends the process."""
+    def hook(kind, value, tb):
+        if issubclass(kind, KeyboardInterrupt) and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            _signal.signal(int(signal.SIGINT), int(signal.SIG_DFL))
+        excepthook(kind, value, tb)
+    return hook
