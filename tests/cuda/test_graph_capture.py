@@ -7,6 +7,8 @@ did not write them fails.
 """
 import ctypes
 import gc
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -203,3 +205,11 @@ def test_a_relaxed_thread_may_allocate_inside_a_global_capture(driver):
             driver.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
     assert mode.value == relaxed and graph.nodes() == []
     driver.cuMemFree(ptr.value)
+
+
+def test_the_readme_graph_example_runs_verbatim(driver, capsys):
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## CUDA graphs"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    exec(compile(code, "README.md (CUDA graphs)", "exec"), {})      # its asserts compare with numpy
+    assert "kernel" in capsys.readouterr().out
