@@ -9,6 +9,8 @@ import ctypes
 import gc
 import pathlib
 import re
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from lowlevel.capi.constants import STREAM_CAPTURE_MODE
 from lowlevel.cuda import allocator
 
 ROWS, COLS, OUT = 6, 16, 5
+GATE_TIMEOUT = 20
 
 
 def sequence(x, b, w):
@@ -74,11 +77,16 @@ def test_replay_runs_on_the_current_stream_after_its_earlier_work(driver, rng):
     (x * 3.0).relu()
     with cuda.graph() as g:
         y = (x * 3.0).relu()
-    s = cuda.Stream()
+    poison(y)
+    cuda.synchronize()
+    s, gate = cuda.Stream(non_blocking=True), threading.Event()
     with cuda.stream(s):
+        s.add_callback(lambda: gate.wait(GATE_TIMEOUT))      # s is held: nothing after it runs yet
         new = rng.standard_normal(64).astype(np.float32)
         x.copy_(ll.tensor(new, device="cuda"))               # queued on s, before the replay
         g.replay()
+        time.sleep(0.05)
+        gate.set()
         np.testing.assert_array_equal(y.numpy(), np.maximum(new * np.float32(3.0), 0))
 
 
@@ -213,3 +221,33 @@ def test_the_readme_graph_example_runs_verbatim(driver, capsys):
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     exec(compile(code, "README.md (CUDA graphs)", "exec"), {})      # its asserts compare with numpy
     assert "kernel" in capsys.readouterr().out
+
+
+def allocate_on_another_thread(driver, mode):
+    """cuMemAlloc from a new thread whose interaction mode is `mode` (None: the default):
+    the CUresult name it got."""
+    result = []
+
+    def body():
+        if mode is not None:
+            value = ctypes.c_int(STREAM_CAPTURE_MODE[f"CU_STREAM_CAPTURE_MODE_{mode}"])
+            driver.cuThreadExchangeStreamCaptureMode(ctypes.byref(value))
+        try:
+            cuda.mem_alloc(512).free()
+            result.append("CUDA_SUCCESS")
+        except cuda.CudaError as e:
+            result.append(e.name)
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join(GATE_TIMEOUT)
+    return result[0]
+
+
+def test_another_thread_s_mode_decides_whether_a_global_capture_forbids_it_to_allocate(driver):
+    stream = cuda.Stream(non_blocking=True)
+    with cuda.capture(stream) as graph:                     # global: forbids every default-mode thread
+        assert allocate_on_another_thread(driver, "THREAD_LOCAL") == "CUDA_SUCCESS"
+    assert graph.nodes() == []                              # still valid: it ended
+    with pytest.raises(cuda.CudaError, match="INVALIDATED"):
+        with cuda.capture(stream):
+            assert allocate_on_another_thread(driver, None) == "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"
