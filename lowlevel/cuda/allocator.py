@@ -54,7 +54,6 @@ class Block:
 
     def __init__(self, segment, ptr: int, size: int, stream: int):
         self.segment, self.ptr, self.size, self.stream = segment, ptr, size, stream
-        # the free list it returns to is its segment's: the stream's own, or a graph's pool
         self.free = True
         self.prev = self.next = None
         self.other_streams: set = set()         # streams (objects) that also used this block
