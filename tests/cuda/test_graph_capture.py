@@ -65,6 +65,8 @@ def test_a_captured_sequence_replays_with_new_input_values(driver, rng):
         values = inputs(rng)
         for t, v in zip((x, b, w), values):
             t.copy_(ll.tensor(v, device="cuda"))              # new contents, same addresses
+        b.mul_(0.5)                                          # and an in-place op between replays
+        values = (values[0], values[1] * np.float32(0.5), values[2])
         poison(probs, sums)
         g.replay()
         want_probs, want_sums = reference(*values)
