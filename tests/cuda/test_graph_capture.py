@@ -26,7 +26,7 @@ GATE_TIMEOUT = 20
 
 def sequence(x, b, w):
     """Ten tensor ops: broadcasting element-wise ops, a scalar, reductions, cuBLAS, softmax."""
-    h = (x + b) * 2.0                      # (ROWS, COLS) + (COLS,), then a Python number
+    h = (x + b) * 0.5                      # (ROWS, COLS) + (COLS,), then a Python number
     h = ll.maximum(h - x.mean(1, keepdim=True), x)
     h = h.relu().exp() / 4.0
     logits = h @ w                         # cuBLAS
@@ -36,7 +36,7 @@ def sequence(x, b, w):
 
 def reference(x, b, w):
     x, b, w = (v.astype(np.float64) for v in (x, b, w))
-    h = (x + b) * 2.0
+    h = (x + b) * 0.5
     h = np.maximum(h - x.mean(1, keepdims=True), x)
     h = np.exp(np.maximum(h, 0)) / 4.0
     logits = h @ w
@@ -71,7 +71,8 @@ def test_a_captured_sequence_replays_with_new_input_values(driver, rng):
         g.replay()
         want_probs, want_sums = reference(*values)
         np.testing.assert_allclose(probs.numpy(), want_probs, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(sums.numpy(), want_sums, rtol=1e-5, atol=1e-5)
+        # a sum of terms of either sign: float32's error is relative to the terms, not the sum
+        np.testing.assert_allclose(sums.numpy(), want_sums, rtol=1e-5, atol=1e-5 * ROWS * 10)
 
 
 def test_replay_runs_on_the_current_stream_after_its_earlier_work(driver, rng):
@@ -157,15 +158,15 @@ def refusals(x, mask):
 def test_an_op_that_would_synchronise_is_refused_before_the_driver_sees_it(driver, rng, op):
     x = ll.tensor(rng.standard_normal(32).astype(np.float32), device="cuda")
     mask = x > 0
-    (x * 2.0).sum()
+    (x * 2.0).relu().sum()
     with cuda.graph() as g:
-        y = (x * 2.0).sum()
+        y = (x * 2.0).relu().sum()                    # a sum of positive terms: no cancellation
         with pytest.raises(RuntimeError, match="capturing a CUDA graph") as error:
             refusals(x, mask)[op]()
         assert str(error.value).startswith(op) or op in str(error.value)
     poison(y)
     g.replay()                          # the capture was not invalidated: it still replays
-    assert y.numpy() == pytest.approx(float(x.numpy().astype(np.float64).sum() * 2), rel=1e-5)
+    assert y.numpy() == pytest.approx(float(np.maximum(x.numpy().astype(np.float64) * 2, 0).sum()), rel=1e-5)
 
 
 def test_a_synchronisation_the_driver_refuses_names_the_capture_error(driver, rng):
