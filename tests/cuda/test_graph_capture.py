@@ -187,6 +187,11 @@ def test_a_graph_replays_only_after_its_capture(driver):
         g.replay()
     with pytest.raises(TypeError, match="CUDAGraph"):
         cuda.graph(object())
+    with pytest.raises(TypeError, match="legacy"):
+        cuda.graph(stream=cuda.Stream.legacy())
+    with pytest.raises(ValueError, match="mode"):
+        with cuda.graph(mode="everything"):
+            pass
     x = ll.ones(4, device="cuda")
     x + 1.0
     with cuda.graph(g):
