@@ -171,6 +171,117 @@ def main() -> None:
         cuda_op = name != "a + b (cpu)"
         print(f"{name:14s} {show(ll_t)} {spread:>13s} {target:7.1f} {met:>4s} {show(np_t)} {ratio(ll_t, np_t)} "
               f"{show(th_t)} {ratio(ll_t, th_t):>8s} {ratio(ll_t, bare) if cuda_op else '-':>9s}")
+    graph_section(opts.driver, opts.runs, opts.number)
+
+
+# ---- CUDA graphs: 100 tiny element-wise ops eager versus one replay of their graph ----------
+GRAPH_OPS = 100
+GRAPH_TARGET = 1 / 20          # issue 12: a replay costs the host at most 1/20 of the eager ops
+GRAPH_STUB_C = r"""
+/* A do-nothing stand-in with the C signature of cuGraphLaunch. */
+int ll_stub_graph_launch(void *exec, void *stream) { return 0; }
+"""
+
+
+def hundred_ops():
+    """A call of GRAPH_OPS tiny element-wise ops on CUDA tensors (float32, 16 elements)."""
+    import lowlevel as ll
+    a, b = ll.randn(16, device="cuda"), ll.randn(16, device="cuda")
+
+    def run():
+        y = a
+        for _ in range(GRAPH_OPS // 4):
+            y = ((y + b) * b).relu() - a
+        return y
+    return run
+
+
+def stub_graph_launch():
+    """cuGraphLaunch of the emulated driver replaced by a C no-op, as cuLaunchKernel is."""
+    from lowlevel import cuda
+    from lowlevel.capi.prototypes import PROTOTYPES, CUresult
+    tmp = Path(tempfile.mkdtemp(prefix="lowlevel-bench-graph-"))
+    (tmp / "graph_stub.c").write_text(GRAPH_STUB_C)
+    cc = os.environ.get("CC", "cc")
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp / "libgraphstub.so"), str(tmp / "graph_stub.c")],
+                   check=True, capture_output=True, text=True)
+    launch = ctypes.CDLL(str(tmp / "libgraphstub.so")).ll_stub_graph_launch
+    launch.restype, launch.argtypes = CUresult, list(PROTOTYPES["cuGraphLaunch"][1])
+    cuda.get_driver().cuGraphLaunch.cfunc = launch
+
+
+class emulated_launches:
+    """Inside the block, cuLaunchKernel and cuGraphLaunch are the emulated driver's own
+    again (fresh C callbacks of its Python functions); the stubs come back after."""
+
+    NAMES = ("cuLaunchKernel", "cuGraphLaunch")
+
+    def __enter__(self):
+        from lowlevel import cuda, emu
+        from lowlevel.cuda import bindings
+        self.drv = cuda.get_driver()
+        self.saved = {name: getattr(self.drv, name).cfunc for name in self.NAMES}
+        self.own = bindings.bind_python({name: emu.functions()[name] for name in self.NAMES})
+        for name, cfunc in self.own.items():
+            getattr(self.drv, name).cfunc = cfunc
+
+    def __exit__(self, *exc):
+        for name, cfunc in self.saved.items():
+            getattr(self.drv, name).cfunc = cfunc
+        return False
+
+
+def synced_us(fn, runs: int) -> tuple[float, float, float]:
+    """(median, min, max) us of the host's time in one call of `fn`; the device is drained
+    after each call, outside the timing (real or emulated kernels actually run)."""
+    import time
+
+    from lowlevel import cuda
+    fn()
+    cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e6)
+        cuda.synchronize()
+    return statistics.median(times), min(times), max(times)
+
+
+def graph_figures(timer) -> tuple[tuple, tuple]:
+    """(eager GRAPH_OPS ops, one replay of their graph), each timed by `timer(fn)`."""
+    from lowlevel import cuda
+    ops = hundred_ops()
+    eager = timer(ops)
+    with cuda.graph() as g:
+        ops()
+    return eager, timer(g.replay)
+
+
+def print_graph_row(label: str, eager, replay) -> None:
+    ratio = eager[0] / replay[0] if replay[0] else float("inf")
+    met = "yes" if replay[0] <= eager[0] * GRAPH_TARGET else "NO"
+    print(f"{label:32s} {eager[0]:10.1f} {replay[0]:10.2f} {ratio:8.1f}x {met:>5s}   "
+          f"(spread {eager[1]:.0f}-{eager[2]:.0f} / {replay[1]:.1f}-{replay[2]:.1f})")
+
+
+def graph_section(driver: str, runs: int, number: int) -> None:
+    """Host time of GRAPH_OPS eager element-wise ops against one replay of their graph."""
+    print(f"\nCUDA graphs: {GRAPH_OPS} tiny element-wise ops (add, mul, relu, sub on 16 floats) eager "
+          f"versus one replay of their graph, host us; target: a replay at most 1/{round(1 / GRAPH_TARGET)} "
+          f"of the eager ops")
+    print(f"{'':32s} {'eager':>10s} {'replay':>10s} {'eager/rp':>9s} {'met':>5s}")
+    if driver == "emu":
+        stub_graph_launch()
+        calls = max(1, number // 100)
+        stubbed = graph_figures(lambda fn: per_call_us(fn, calls, runs))
+        print_graph_row("stubbed (C no-op launches)", *stubbed)
+        with emulated_launches():
+            emulated = graph_figures(lambda fn: synced_us(fn, runs))
+        print_graph_row("emulated launches (emu's Python)", *emulated)
+        print("(emulated: the host time includes the emulator's Python inside cuLaunchKernel and cuGraphLaunch)")
+    else:
+        print_graph_row("real driver, real launches", *graph_figures(lambda fn: synced_us(fn, runs)))
 
 
 if __name__ == "__main__":

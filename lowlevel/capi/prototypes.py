@@ -78,6 +78,7 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuStreamEndCapture":         ("cuStreamEndCapture", (handle, ptr)),
     "cuStreamIsCapturing":        ("cuStreamIsCapturing", (handle, ptr)),
     "cuStreamGetCaptureInfo":     ("cuStreamGetCaptureInfo_v3", (handle, ptr, ptr, ptr, ptr, ptr, ptr)),
+    "cuThreadExchangeStreamCaptureMode": ("cuThreadExchangeStreamCaptureMode", (ptr,)),
     # graphs (CUgraph, CUgraphExec, CUgraphNode: opaque pointers)
     "cuGraphInstantiateWithFlags": ("cuGraphInstantiateWithFlags", (ptr, handle, c_uint64)),
     "cuGraphLaunch":              ("cuGraphLaunch", (handle, handle)),

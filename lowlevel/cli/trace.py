@@ -14,7 +14,16 @@ then once traced, and reports what each layer did and what it cost:
 
 and closes with the host's overhead against the device's time. With --requires-grad the
 inputs require grad: the dispatcher's route shows Autograd above the backend key, and a
-last section lists the kernels that the backward pass of the op launched.
+last section lists the kernels that the backward pass of the op launched. With --graph
+the op is captured into a CUDA graph (lowlevel.cuda.graph) and what is traced is one
+replay of it: one cuGraphLaunch instead of the op's validation, dispatch and launches.
+
+On the emulated GPU the driver's C functions are Python too (ctypes callbacks into
+lowlevel.emu): the time spent inside them is the emulator's work, "driver (emulated)",
+where a real GPU's driver would take a few microseconds. The summary times the call once
+more, untraced, and takes that time out (and the time the calling thread waited, off the
+CPU, for the emulator's worker threads), so that its closing ratio is lowlevel's own host
+overhead: its Python and the ctypes crossings.
 """
 import contextlib
 import io
@@ -42,14 +51,17 @@ def add_parser(sub) -> None:
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     parser.add_argument("--requires-grad", action="store_true",
                         help="inputs that require grad: the route through Autograd, and the backward's kernels")
+    parser.add_argument("--graph", action="store_true",
+                        help="capture the op in a CUDA graph and trace one replay of it")
     parser.set_defaults(run=command)
 
 
 def command(args) -> int:
     """One op followed through the five layers, with what each cost."""
     try:
-        print(run(args.op, size=args.size, dtype=args.dtype, device=args.device, requires_grad=args.requires_grad))
-    except NotImplementedError as e:       # e.g. a reduction the backend has no float16 kernel for
+        print(run(args.op, size=args.size, dtype=args.dtype, device=args.device, requires_grad=args.requires_grad,
+                  graph=args.graph))
+    except (NotImplementedError, ValueError) as e:   # e.g. a reduction with no float16 kernel
         print(f"lowlevel trace: {e}", file=sys.stderr)
         return 2
     return 0
@@ -68,10 +80,21 @@ def _call(op: str, args):
     return getattr(ops, op)(*args)
 
 
-def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda", requires_grad: bool = False) -> str:
-    """The report of one traced call of `op` on square inputs (that require grad, if asked)."""
+def _capture(op: str, args):
+    """The op captured into a CUDA graph (after a warm-up call): (the graph, its output)."""
+    with cuda.graph() as g:
+        result = _call(op, args)
+    return g, result
+
+
+def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda", requires_grad: bool = False,
+        graph: bool = False) -> str:
+    """The report of one traced call of `op` on square inputs (that require grad, if asked;
+    with `graph`, of one replay of the op captured into a CUDA graph)."""
     if op not in OPS:
         raise ValueError(f"trace knows {', '.join(OPS)}; not {op!r}")
+    if graph and (device != "cuda" or requires_grad):
+        raise ValueError("--graph captures the op on a CUDA device (--device cuda), without --requires-grad")
     rng = np.random.default_rng(0)
     dtype = as_dtype(dtype)
     args = _inputs(op, size, dtype, device, rng, requires_grad)
@@ -83,6 +106,9 @@ def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda",
     _call(op, args)
     cuda.synchronize()
     cold_ms = (time.perf_counter() - start) * 1e3
+    captured = _capture(op, args) if graph else None
+    work = captured[0].replay if graph else (lambda: _call(op, args))
+    split = _host_split(work, drv)
 
     stream = cuda.current_stream()
     begin, end = cuda.Event(), cuda.Event()
@@ -90,7 +116,7 @@ def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda",
     begin.record(stream)
     with trace.Recorder() as rec:
         t0 = time.perf_counter()
-        result = _call(op, args)
+        result = work()
         host_s = time.perf_counter() - t0           # the call returned: the work is queued
     end.record(stream)
     end.synchronize()
@@ -102,33 +128,41 @@ def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda",
     out = []
     line = out.append
     major, minor = dev.compute_capability
+    emulated = drv.kind == "emu"
     line(f"lowlevel trace: {op} on {size}x{size} {dtype.name}, device {device}, "
-         f"{'the real driver' if drv.kind == 'cuda' else 'the EMULATED GPU'} ({drv.description})")
+         f"{'the real driver' if not emulated else 'the EMULATED GPU'} ({drv.description})"
+         + ("; one replay of the op captured in a CUDA graph" if graph else ""))
     line(f"(a cold call first took {cold_ms:.1f} ms: kernel loading, cuBLAS handle, memory reservation)")
 
     validation = sum(s for _, s in rec.validation)
     line("\nL1  Python frontend: validation of shapes, devices, dtypes")
     for name, s in rec.validation:
         line(f"    {name}: {s * 1e6:.1f} us")
+    if graph:
+        line("    none in a replay: the op was validated once, when it was captured")
 
-    line(f"\nL2  the ctypes boundary: {len(rec.calls)} call{'' if len(rec.calls) == 1 else 's'} into C")
+    line(f"\nL2  the ctypes boundary: {len(rec.calls)} call{'' if len(rec.calls) == 1 else 's'} into C"
+         + ("  (time inside each: the emulator's Python, 'driver (emulated)')" if emulated else ""))
     crossing = 0.0
     for c in rec.calls:
         crossing += c["seconds"]
         line(f"    [{c['library']}] {c['symbol']}({c['args'][:90]}) -> {c['result']}  {c['seconds'] * 1e6:.1f} us")
     line(f"    total in C calls: {crossing * 1e6:.1f} us")
 
-    line("\nL3  the dispatcher")
+    line("\nL3  the dispatcher" + ("  (at capture; a replay dispatches nothing)" if graph else ""))
     for text in _explain_quietly(op, args).splitlines():
         line("    " + text)
     line(f"    keys visited: {' -> '.join(dispatch.route(op, *args))}")
 
     line("\nL4  kernel libraries")
+    if graph:
+        nodes = captured[0].nodes()
+        line(f"    the graph's {len(nodes)} node{'' if len(nodes) == 1 else 's'}, launched as one: {', '.join(nodes)}")
     for k in rec.launches:
         where = f"grid {k['grid']} block {k['block']}" if k["grid"] is not None else "cuBLAS"
         line(f"    {k['kernel']} ({k['module']}, {where})")
     line(f"    device time between events around the call: {device_ms * 1e3:.1f} us"
-         + ("  (the emulated GPU: CPU time of the emulator)" if drv.kind == "emu" else ""))
+         + ("  (the emulated GPU: CPU time of the emulator)" if emulated else ""))
 
     out.extend(backward_lines)
 
@@ -138,23 +172,72 @@ def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda",
     kinds = sorted({k["image_kind"] for k in rec.launches})
     meaning = {"sass": "SASS, machine code for this GPU", "ptx-jit": "PTX the driver compiled at load",
                "emulated": "cuBLAS emulated with numpy on the CPU"}
-    line(f"    code that ran: {'; '.join(meaning.get(k, k) for k in kinds) or 'none'}")
-    if drv.kind == "emu":
+    line(f"    code that ran: {'; '.join(meaning.get(k, k) for k in kinds) or ('the graph' if graph else 'none')}")
+    if emulated:
         rate = emu_instructions / (device_ms / 1e3) if device_ms > 0 else 0
         line(f"    thread-instructions executed by the emulated GPU's PTX engine: {emu_instructions:,}"
              + (f" ({rate / 1e6:.0f} M/s)" if emu_instructions else ""))
         line("    (on the emulated GPU the 'device' shares the CPU and Python's lock with the host, so host")
         line("     times include waiting for the emulator's worker threads)")
 
-    host_us = host_s * 1e6
     line("\nsummary")
-    line(f"    host: {host_us:.1f} us from the Python call to its return (validation {validation * 1e6:.1f} us, "
-         f"C calls {crossing * 1e6:.1f} us, the rest dispatch and backend Python)")
-    line(f"    device: {device_ms * 1e3:.1f} us of work")
-    share = host_us / (host_us + device_ms * 1e3) * 100 if host_us + device_ms else 0
-    line(f"    about {host_us:.0f} us of Python for about {device_ms * 1e3:.0f} us of "
-         f"{'GPU' if drv.kind == 'cuda' else 'emulated GPU'} work ({share:.0f}% of the total is host overhead)")
+    line(f"    the traced call: {host_s * 1e6:.1f} us from the Python call to its return (validation "
+         f"{validation * 1e6:.1f} us, C calls {crossing * 1e6:.1f} us, the rest dispatch, backend Python and the "
+         f"trace's own bookkeeping)")
+    out.extend(_summary(split, device_ms, emulated))
     return "\n".join(out)
+
+
+def _host_split(work, drv, repeats: int = 3) -> dict:
+    """`work` called `repeats` more times, untraced, each on an idle device: the call with
+    the median own time, as its wall and CPU time on this thread and, on the emulated GPU,
+    the part of each spent inside the emulator's C functions."""
+    emu = _emulator(drv)
+    splits = []
+    for _ in range(repeats):
+        cuda.synchronize()                  # nothing of earlier work competes with the call
+        if emu is not None:
+            emu.count_call_time(True)
+            inside_wall, inside_cpu = emu.call_time()
+        try:
+            wall, cpu = time.perf_counter(), time.thread_time()
+            work()
+            wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+        finally:
+            if emu is not None:
+                emu.count_call_time(False)
+        split = {"wall": wall, "cpu": cpu, "driver_wall": 0.0, "driver_cpu": 0.0}
+        if emu is not None:
+            after_wall, after_cpu = emu.call_time()
+            split["driver_wall"], split["driver_cpu"] = after_wall - inside_wall, after_cpu - inside_cpu
+        splits.append(split)
+    cuda.synchronize()
+    return sorted(splits, key=lambda sp: sp["cpu"] - sp["driver_cpu"])[len(splits) // 2]
+
+
+def _summary(split: dict, device_ms: float, emulated: bool) -> list[str]:
+    """The closing lines: the host's time split, and lowlevel's own share against the device's."""
+    us = {k: v * 1e6 for k, v in split.items()}
+    device_us = device_ms * 1e3
+    if emulated:
+        own = max(0.0, us["cpu"] - us["driver_cpu"])         # lowlevel's Python and the ctypes crossings
+        waited = max(0.0, us["wall"] - us["cpu"] - (us["driver_wall"] - us["driver_cpu"]))
+        lines = [f"    untraced (median of 3 calls): {us['wall']:.1f} us, of which",
+                 f"      lowlevel (own Python and ctypes crossings): {own:.1f} us",
+                 f"      driver (emulated): {us['driver_wall']:.1f} us inside the emulated driver's and cuBLAS's "
+                 f"C functions (the emulator's Python; a real driver takes microseconds)",
+                 f"      waiting for the emulator's worker threads (Python's lock): {waited:.1f} us"]
+        where = "emulated GPU"
+    else:
+        own = us["wall"]
+        lines = [f"    untraced (median of 3 calls): {us['wall']:.1f} us (lowlevel's Python, the ctypes crossings and the driver's "
+                 f"own time in its calls)"]
+        where = "GPU"
+    lines.append(f"    device: {device_us:.1f} us of work")
+    share = own / (own + device_us) * 100 if own + device_us else 0
+    lines.append(f"    about {own:.0f} us of lowlevel's host work for about {device_us:.0f} us of {where} work "
+                 f"({share:.0f}% of the total is host overhead)")
+    return lines
 
 
 def _backward(result) -> list[str]:
@@ -176,9 +259,15 @@ def _explain_quietly(op, args) -> str:
         return dispatch.explain(op, *args)
 
 
-def _thread_instructions(drv) -> int:
+def _emulator(drv):
+    """lowlevel.emu when `drv` is the emulated driver, else None."""
     if drv.kind != "emu":
-        return 0
+        return None
     # Imported here, not at the top: on a real GPU the emulator is never loaded.
     from .. import emu  # noqa: PLC0415
-    return emu.thread_instructions()
+    return emu
+
+
+def _thread_instructions(drv) -> int:
+    emu = _emulator(drv)
+    return 0 if emu is None else emu.thread_instructions()

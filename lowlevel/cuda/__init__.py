@@ -8,6 +8,7 @@
     memory.py        device and pinned memory, copies, memsets
     stream.py        streams, events, host callbacks
     graph.py         CUDA graphs: capture(stream) -> Graph, GraphExec (replay, update)
+    graph_capture.py graph() and CUDAGraph: tensor ops captured with a private memory pool
     module.py        modules (PTX, cubin, fatbin, CUDA C via lowlevel.compiler), kernels, launch
     kernel_args.py   Python values packed into a kernel's parameter buffer
     ptx_signature.py a PTX kernel's declared parameter types
@@ -25,7 +26,8 @@ from .errors import ContextResetError, CudaError
 from .memory import (DeviceAllocation, mem_alloc, mem_alloc_async, mem_get_info, memcpy_dtod,
                      memcpy_dtod_async, memcpy_dtoh, memcpy_dtoh_async, memcpy_htod, memcpy_htod_async,
                      memset_d8, memset_d32, pinned_empty)
-from .graph import Graph, GraphExec, capture
+from .graph import Graph, GraphExec, capture, is_current_stream_capturing
+from .graph_capture import CUDAGraph, graph
 from .module import Function, Module
 from .stream import Event, Stream, current_stream, stream
 from .allocator import empty_cache, memory_stats
@@ -38,8 +40,8 @@ def driver_info() -> dict:
 
 
 __all__ = [
-    "ContextResetError", "CudaError", "Device", "DeviceAllocation", "Event", "Function", "Graph", "GraphExec",
-    "Module", "Stream", "capture",
+    "CUDAGraph", "ContextResetError", "CudaError", "Device", "DeviceAllocation", "Event", "Function", "Graph",
+    "GraphExec", "Module", "Stream", "capture", "graph", "is_current_stream_capturing",
     "device_count", "driver_info", "get_driver", "mem_alloc", "mem_alloc_async", "mem_get_info",
     "memcpy_dtod", "memcpy_dtod_async", "memcpy_dtoh", "memcpy_dtoh_async", "memcpy_htod",
     "memcpy_htod_async", "memset_d8", "memset_d32", "pinned_empty", "real_driver_status",

@@ -12,10 +12,16 @@ in segments and handed out in blocks:
     comes first. A block also used on other streams (record_stream) is held back until an
     event recorded on each of them has passed, checked without waiting;
   - neighbouring free blocks of a segment merge; empty_cache() returns whole free
-    segments to the driver.
+    segments to the driver;
+  - while a CUDA graph captures (graph_capture.py), what is allocated on its capturing
+    stream comes from the graph's private pool (a GraphPool): the graph's replays write
+    those addresses, so neither eager work nor another graph gets them while the graph
+    lives. Memory freed into it stays in it; release_pool() returns it when the graph goes.
 """
+import ctypes
 import threading
 
+from ..capi.constants import STREAM_CAPTURE_MODE
 from . import context
 from .context import ensure_context
 from .memory import mem_alloc
@@ -25,6 +31,20 @@ ROUND = 512
 SMALL_LIMIT = 1 << 20
 SMALL_SEGMENT = 2 << 20
 LARGE_ROUND = 2 << 20
+RELAXED = STREAM_CAPTURE_MODE["CU_STREAM_CAPTURE_MODE_RELAXED"]
+
+
+class GraphPool:
+    """The private memory of one CUDA graph: the free-list key of its blocks, instead of a
+    stream's handle. `dead` once the graph is gone (release_pool)."""
+
+    __slots__ = ("name", "dead", "reserved")
+
+    def __init__(self, name: str = "graph"):
+        self.name, self.dead, self.reserved = name, False, 0
+
+    def __repr__(self):
+        return f"<GraphPool {self.name} {self.reserved} bytes{' (released)' if self.dead else ''}>"
 
 
 class Block:
@@ -53,10 +73,11 @@ class Block:
 
 
 class _Segment:
-    def __init__(self, allocation, stream: int, small: bool):
+    def __init__(self, allocation, stream: int, small: bool, pool):
         self.allocation = allocation            # the DeviceAllocation from cuMemAlloc
         self.stream = stream
         self.small = small
+        self.pool = pool                        # the free-list key: `stream`, or a GraphPool
 
 
 class CachingAllocator:
@@ -71,6 +92,7 @@ class CachingAllocator:
         self.reserved = 0           # bytes in segments held from the driver
         self.peak = 0
         self.driver_allocs = 0      # how many times cuMemAlloc was called
+        self._capturing: dict = {}  # stream handle -> the GraphPool its allocations come from
 
     # -- allocate ---------------------------------------------------------------------------
     def allocate(self, nbytes: int, stream=None) -> Block:
@@ -78,16 +100,19 @@ class CachingAllocator:
         handle = 0 if stream is None else stream.handle
         small = size < SMALL_LIMIT
         with self._lock:
-            if self._pending:
+            pool = self._capturing.get(handle, handle) if self._capturing else handle
+            # cuEventQuery may not be called during a (global) capture: freed blocks that
+            # wait for events stay pending until no graph captures.
+            if self._pending and not self._capturing:
                 self._release_passed_events()
-            block = self._take_free(size, handle, small) or self._new_segment(size, handle, small)
+            block = self._take_free(size, pool, small) or self._new_segment(size, handle, small, pool)
             block.free = False
             self.allocated += block.size
             self.peak = max(self.peak, self.allocated)
             return block
 
-    def _take_free(self, size: int, stream: int, small: bool) -> Block | None:
-        pool = self._free.get((stream, small))
+    def _take_free(self, size: int, key, small: bool) -> Block | None:
+        pool = self._free.get((key, small))
         if not pool:
             return None
         best = None
@@ -112,20 +137,46 @@ class CachingAllocator:
             pool.append(tail)
         return block
 
-    def _new_segment(self, size: int, stream: int, small: bool) -> Block:
+    def _new_segment(self, size: int, stream: int, small: bool, pool) -> Block:
         seg_size = SMALL_SEGMENT if small else -(-size // LARGE_ROUND) * LARGE_ROUND
-        try:
-            allocation = mem_alloc(seg_size)
-        except Exception:
-            # Out of memory with segments cached: give them back and try once more.
-            self.empty_cache()
-            allocation = mem_alloc(seg_size)
+        if isinstance(pool, GraphPool):
+            allocation = _alloc_while_capturing(seg_size)
+        else:
+            try:
+                allocation = mem_alloc(seg_size)
+            except Exception:
+                # Out of memory with segments cached: give them back and try once more.
+                self.empty_cache()
+                allocation = mem_alloc(seg_size)
         self.driver_allocs += 1
-        segment = _Segment(allocation, stream, small)
+        segment = _Segment(allocation, stream, small, pool)
         self._segments.append(segment)
         self.reserved += seg_size
+        if isinstance(pool, GraphPool):
+            pool.reserved += seg_size
         block = Block(segment, allocation.ptr, seg_size, stream)
-        return self._split(block, size, self._free.setdefault((stream, small), []))
+        return self._split(block, size, self._free.setdefault((pool, small), []))
+
+    # -- graph pools ------------------------------------------------------------------------
+    def begin_pool(self, stream, pool: GraphPool) -> None:
+        """From now on, allocations on `stream` (a capturing one) come from `pool`."""
+        with self._lock:
+            self._capturing[stream.handle] = pool
+
+    def end_pool(self, stream) -> None:
+        """Allocations on `stream` come from its own pool again (the capture ended)."""
+        with self._lock:
+            self._capturing.pop(stream.handle, None)
+
+    def release_pool(self, pool: GraphPool) -> None:
+        """The graph of `pool` is gone: its wholly free segments go back to the driver now
+        (cuMemFree waits for replays still running), the others when their last block is
+        freed."""
+        with self._lock:
+            pool.dead = True
+            release = self._take_dead_segments()
+        for allocation in release:
+            allocation.free()
 
     # -- free -------------------------------------------------------------------------------
     def record_stream(self, block: Block, stream) -> None:
@@ -141,12 +192,23 @@ class CachingAllocator:
                 raise RuntimeError(f"double free of {block!r}")
             block.free = True
             self.allocated -= block.size
-            if block.other_streams:
+            pool = block.segment.pool
+            if isinstance(pool, GraphPool):
+                # No other stream's order matters: nothing but this graph's (later) captures
+                # takes from its pool, and a dead pool's memory goes back to the driver.
+                block.other_streams = set()
+                self._return(block)
+                release = self._take_dead_segments() if pool.dead else []
+            elif block.other_streams:
                 block.events = [Event(timing=False).record(s) for s in block.other_streams]
                 block.other_streams = set()
                 self._pending.append(block)
+                release = []
             else:
                 self._return(block)
+                release = []
+        for allocation in release:      # outside the lock, as in empty_cache
+            allocation.free()
 
     def _release_passed_events(self) -> None:
         still = []
@@ -159,7 +221,7 @@ class CachingAllocator:
         self._pending = still
 
     def _return(self, block: Block) -> None:
-        pool = self._free.setdefault((block.stream, block.segment.small), [])
+        pool = self._free.setdefault((block.segment.pool, block.segment.small), [])
         for neighbour in (block.next, block.prev):      # merge with free neighbours
             if neighbour is not None and neighbour.free and neighbour in pool:
                 pool.remove(neighbour)
@@ -171,29 +233,61 @@ class CachingAllocator:
                 block = first
         pool.append(block)
 
+    def _take_whole_segments(self, wanted) -> list:
+        """Remove the wholly free segments for which `wanted(segment)` holds; their
+        allocations, to be freed outside the lock."""
+        keep, release = [], []
+        for seg in self._segments:
+            pool = self._free.get((seg.pool, seg.small), [])
+            whole = [b for b in pool if b.segment is seg and b.prev is None and b.next is None] \
+                if wanted(seg) else []
+            if whole:
+                pool.remove(whole[0])
+                self.reserved -= seg.allocation.size
+                if isinstance(seg.pool, GraphPool):
+                    seg.pool.reserved -= seg.allocation.size
+                release.append(seg.allocation)
+            else:
+                keep.append(seg)
+        self._segments = keep
+        return release
+
+    def _take_dead_segments(self) -> list:
+        return self._take_whole_segments(lambda seg: isinstance(seg.pool, GraphPool) and seg.pool.dead)
+
     def empty_cache(self) -> None:
-        """Give every wholly free segment back to the driver (cuMemFree synchronises)."""
+        """Give every wholly free segment back to the driver (cuMemFree synchronises); a
+        live graph's pool keeps its memory (its replays write there)."""
         with self._lock:
-            self._release_passed_events()
-            keep, release = [], []
-            for seg in self._segments:
-                pool = self._free.get((seg.stream, seg.small), [])
-                whole = [b for b in pool if b.segment is seg and b.prev is None and b.next is None]
-                if whole:
-                    pool.remove(whole[0])
-                    self.reserved -= seg.allocation.size
-                    release.append(seg.allocation)
-                else:
-                    keep.append(seg)
-            self._segments = keep
+            if not self._capturing:
+                self._release_passed_events()
+            release = self._take_whole_segments(
+                lambda seg: not isinstance(seg.pool, GraphPool) or seg.pool.dead)
         # Outside the lock: cuMemFree waits for the device, and a stream worker that drops
         # a tensor meanwhile must be able to return its block.
         for allocation in release:
             allocation.free()
 
     def stats(self) -> dict:
+        graphs = sum(seg.allocation.size for seg in self._segments if isinstance(seg.pool, GraphPool))
         return {"allocated": self.allocated, "reserved": self.reserved, "peak": self.peak,
-                "segments": len(self._segments), "driver_allocs": self.driver_allocs}
+                "segments": len(self._segments), "driver_allocs": self.driver_allocs,
+                "graph_reserved": graphs}
+
+
+def _alloc_while_capturing(nbytes: int):
+    """cuMemAlloc for a graph's pool while its stream captures. cuMemAlloc is a
+    "potentially unsafe" call that a global or thread-local capture forbids; here it is
+    safe (the memory stays allocated for as long as the graph can run), so it is made in
+    the thread's relaxed interaction mode, then the mode is put back, as the driver's
+    cuThreadExchangeStreamCaptureMode documents it (and as PyTorch's allocator does)."""
+    drv, _ = ensure_context()
+    mode = ctypes.c_int(RELAXED)
+    drv.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
+    try:
+        return mem_alloc(nbytes)
+    finally:
+        drv.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
 
 
 _allocators: dict = {}

@@ -21,11 +21,35 @@ import tempfile
 from ..capi.constants import GRAPH_EXEC_UPDATE_RESULT, GRAPH_NODE_TYPE, STREAM_CAPTURE_MODE
 from .context import ContextBound, ContextResource, capture_began, capture_ended
 from .errors import CudaError
-from .stream import Stream, captured_callbacks
+from .stream import Stream, captured_callbacks, current_stream
 
 _MODES = {"global": "GLOBAL", "thread_local": "THREAD_LOCAL", "relaxed": "RELAXED"}
 _NODE_TYPE_NAMES = {v: k.removeprefix("CU_GRAPH_NODE_TYPE_").lower() for k, v in GRAPH_NODE_TYPE.items()}
 _UPDATE_RESULT_NAMES = {v: k for k, v in GRAPH_EXEC_UPDATE_RESULT.items()}
+
+# The streams lowlevel's own captures run on (handle -> the capture): what the tensor layer
+# asks before an op that would wait for the GPU or read host memory, one dict lookup
+# rather than a driver call per op.
+_capturing: dict = {}
+
+
+def is_current_stream_capturing() -> bool:
+    """Whether this thread's current stream is capturing a graph (begun by lowlevel)."""
+    if not _capturing:
+        return False
+    s = current_stream()
+    return s is not None and s.handle in _capturing
+
+
+def refuse_while_capturing(op: str, why: str = "it waits for the GPU to hand values to the host") -> None:
+    """Raise a RuntimeError naming `op` if the current stream is capturing: called before
+    an op that cannot be part of a graph, so that the driver never sees it (it would fail
+    the call and invalidate the capture)."""
+    if is_current_stream_capturing():
+        raise RuntimeError(
+            f"{op} is not allowed while the current stream ({current_stream()!r}) is capturing a CUDA graph: "
+            f"{why}, and a captured stream runs nothing until the graph is replayed. Do it outside the "
+            f"capture (before it, or after a replay)")
 
 
 class Graph(ContextResource):
@@ -148,6 +172,7 @@ class capture:
             capture_ended()
             raise
         self.ident = self.stream.capture_status()[1]
+        _capturing[self.stream.handle] = self
         return self.graph
 
     def __exit__(self, exc_type, exc, tb):
@@ -156,6 +181,7 @@ class capture:
         try:
             code = drv.cuStreamEndCapture.unchecked(self.stream.handle, ctypes.byref(h))
         finally:
+            _capturing.pop(self.stream.handle, None)
             capture_ended()
         self.graph.callbacks = captured_callbacks.pop(self.ident, [])
         self.graph.handle = h.value if code == 0 else None

@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from ..cuda import current_stream, memcpy_htod_async
+from ..cuda import current_stream, memcpy_htod_async, memset_d8, memset_d32
+from ..cuda.graph import is_current_stream_capturing, refuse_while_capturing
 from ..cuda.allocator import on_empty_cache
 from ..cuda.context import ensure_context, on_reset
 from . import dtypes as dt
@@ -55,6 +56,10 @@ def from_numpy_values(values: np.ndarray, dtype: DType, device) -> Tensor:
         return t
     # np.array, not np.ascontiguousarray: that one turns a 0-d array into a 1-d one.
     host = np.array(dtype.from_numpy_values(values), order="C")
+    if host.nbytes:
+        refuse_while_capturing("a copy of a numpy array (pageable host memory) to the device",
+                               "a captured copy would read the host memory at each replay, long after "
+                               "the array is gone; copy_ into a tensor made before the capture instead")
     t = empty(host.shape, dtype=dtype, device=device)
     if host.nbytes:
         # From pageable memory the driver stages the bytes, so `host` may go at once.
@@ -82,6 +87,8 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
     # zero is part of the key, or x - -0.0 would reuse the tensor of +0.0.
     key = (type(value), value, value == 0 and math.copysign(1.0, value) < 0, dtype, device)
     if device.type == "cuda":
+        if is_current_stream_capturing():
+            return _captured_scalar(value, dtype, device)
         drv, ctx = ensure_context()
         stream = current_stream()
         key += (id(drv), ctx.ordinal, ctx.generation, 0 if stream is None else stream.handle)
@@ -93,6 +100,21 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
         if len(_constants) >= _MAX_CONSTANTS:
             _constants.clear()
         _constants[key] = t
+    return t
+
+
+def _captured_scalar(value, dtype: DType, device: Device) -> Tensor:
+    """scalar_tensor inside a graph capture: written by memsets (captured as nodes, so each
+    replay writes it again), not copied from host memory; made in the graph's private pool,
+    not cached (the graph's memory is its own)."""
+    stored = np.array(dtype.from_numpy_values(np.array(value))).reshape(-1).view(np.uint8)
+    t = empty((), dtype=dtype, device=device)
+    stream, ptr = current_stream(), t.data_ptr
+    for at in range(0, stored.size - stored.size % 4, 4):
+        memset_d32(ptr + at, int(stored[at:at + 4].view(np.uint32)[0]), 1, stream)
+    for at in range(stored.size - stored.size % 4, stored.size):
+        memset_d8(ptr + at, int(stored[at]), 1, stream)
+    t.scalar_value = dtype.to_numpy_values(stored.view(dtype.storage)).item()
     return t
 
 

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ..cuda.graph import refuse_while_capturing
 from ..dispatch import call
 from . import dtypes as dt
 from .creation import empty, from_numpy_values, full
@@ -179,6 +180,8 @@ def _one_element(op: str, x: Tensor):
     if x.numel() != 1:
         raise ValueError(f"{op}: only a tensor with one element can be converted to a Python number, "
                          f"this one has {x.numel()} (shape {x.shape})")
+    if x.device.type == "cuda":
+        refuse_while_capturing(op)      # named here, before item() would name itself
     return x.item()
 
 

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from .. import trace
+from ..cuda.graph import refuse_while_capturing
 from ..dispatch import Autograd, KeySet, backend_for, call, redispatch
 from . import dtypes as dt
 from .creation import from_numpy_values, full, scalar_tensor
@@ -343,6 +344,9 @@ def masked_select(x, mask) -> Tensor:
     if mask.device != x.device:
         raise ValueError(f"masked_select: x is {_describe(x)}, the mask is {_describe(mask)}: different devices")
     broadcast_shapes("masked_select", x.shape, mask.shape)
+    if x.device.type == "cuda":
+        refuse_while_capturing("masked_select (t[mask])", "the size of its result is the count of true "
+                               "elements, which the host must read from the GPU")
     return call("masked_select", x, mask)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from ..cuda import current_stream
 from ..cuda.allocator import get_allocator
 from ..cuda.context import release_later
+from ..cuda.graph import refuse_while_capturing
 from .device import Device, check_ordinal
 from .dtypes import DType
 from .shapes import contiguous_strides, infer_shape, shape_args
@@ -228,8 +229,14 @@ class Tensor:
     def cpu(self) -> "Tensor":
         return self.to("cpu")
 
+    def _refuse_in_capture(self, op: str) -> None:
+        """`op` hands a CUDA tensor's values to Python: it cannot be part of a graph capture."""
+        if self.device.type == "cuda":
+            refuse_while_capturing(op)
+
     def numpy(self) -> np.ndarray:
         """The values as a new numpy array (waits for the GPU for a CUDA tensor)."""
+        self._refuse_in_capture("numpy()")
         host = self if self.device.type == "cpu" else self.to("cpu")
         return host.dtype.to_numpy_values(np.array(host.host_view()))
 
@@ -242,12 +249,15 @@ class Tensor:
     def item(self):
         if self.numel() != 1:
             raise ValueError(f"item() needs exactly one element, the tensor has {self.numel()} (shape {self.shape})")
+        self._refuse_in_capture("item()")
         return self.numpy().reshape(()).item()
 
     def tolist(self):
+        self._refuse_in_capture("tolist()")
         return self.numpy().tolist()
 
     def __repr__(self):
+        self._refuse_in_capture("repr() (print) of a tensor")
         values = np.array2string(self.numpy(), separator=", ", precision=4, threshold=64)
         return f"tensor({values}, dtype={self.dtype.name}, device={self.device})"
 
@@ -258,6 +268,7 @@ class Tensor:
                                f"(shape {self.shape}); use .any() / .all() or .item() on one element")
         if self.numel() == 0:
             raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+        self._refuse_in_capture("bool() of a tensor")
         return bool(self.item())
 
     # ops.py defines ==, <, ... as elementwise comparisons returning bool tensors; a tensor

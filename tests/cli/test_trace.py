@@ -3,6 +3,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -31,7 +32,7 @@ def test_matmul_trace_shows_all_five_layers(driver):
     assert "CUDA       kernel lowlevel.backends.cuda.matmul.matmul  <- chosen" in text      # L3
     assert re.search(r"device time between events around the call: \d+\.\d us", text)   # L4
     assert re.search(r"sm_\d+, \d+ SMs", text)                                      # L5
-    assert re.search(r"about \d+ us of Python for about \d+ us of", text)
+    assert re.search(r"about \d+ us of lowlevel's host work for about \d+ us of", text)
     assert ("EMULATED GPU" in text) == (driver == "emu")
 
 
@@ -55,3 +56,53 @@ def test_an_op_without_a_kernel_for_the_dtype_is_a_clear_error():
                          env={**os.environ, "LOWLEVEL_DRIVER": "emu"})
     assert out.returncode == 2 and "sum has no CUDA kernel for dtype float16" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def figure(label, text):
+    return float(re.search(rf"{re.escape(label)}:? (\d+\.\d) us", text).group(1))
+
+
+def test_the_summary_separates_lowlevel_from_the_emulated_driver():
+    text = trace("add", "--size", "16")
+    total, own = figure("untraced (median of 3 calls)", text), figure("lowlevel (own Python and ctypes crossings)", text)
+    inside = figure("driver (emulated)", text)
+    waited = figure("waiting for the emulator's worker threads (Python's lock)", text)
+    assert inside > 0 and own > 0
+    assert abs(own + inside + waited - total) <= 0.3         # the three parts, rounded to 0.1 us
+    assert f"about {own:.0f} us of lowlevel's host work" in text
+
+
+def test_time_inside_emulated_calls_is_not_counted_as_lowlevel(driver, monkeypatch):
+    """The emulator made 3 ms slower inside cuLaunchKernel: the driver's share grows by it,
+    lowlevel's own does not."""
+    if driver.kind != "emu":
+        pytest.skip("the split is the emulated driver's")
+    from lowlevel.cli import trace as cli_trace
+    from lowlevel.emu.driver import launch
+
+    original = launch.check_config
+
+    def slow_check_config(*args):
+        until = time.thread_time() + 0.003          # 3 ms of CPU, as the emulator's own Python
+        while time.thread_time() < until:
+            pass
+        return original(*args)
+    monkeypatch.setattr(launch, "check_config", slow_check_config)
+    text = cli_trace.run("relu", size=8)
+    assert figure("driver (emulated)", text) >= 3000
+    assert figure("lowlevel (own Python and ctypes crossings)", text) < 3000
+
+
+def test_trace_of_a_graph_replay():
+    text = trace("relu", "--size", "16", "--graph")
+    assert "one replay of the op captured in a CUDA graph" in text
+    assert "L2  the ctypes boundary: 1 call into C" in text and "cuGraphLaunch(" in text
+    assert re.search(r"the graph's \d+ nodes?, launched as one: .*kernel", text)
+    assert "none in a replay" in text and "summary" in text
+
+
+def test_a_graph_trace_needs_a_cuda_device():
+    out = subprocess.run([sys.executable, "-m", "lowlevel", "trace", "add", "--size", "8", "--device", "cpu",
+                          "--graph"], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env={**os.environ, "LOWLEVEL_DRIVER": "emu"})
+    assert out.returncode == 2 and "--graph captures the op on a CUDA device" in out.stderr

@@ -5,6 +5,7 @@ the host and the device. Only `to_host` waits: it must hand bytes to the CPU.
 import struct
 
 from ...cuda import current_stream, memcpy_dtoh_async
+from ...cuda.graph import refuse_while_capturing
 from ...dispatch import CUDA, call, register_kernel
 from ...frontend import dtypes as dt
 from ...frontend.creation import empty, from_numpy_values
@@ -80,6 +81,7 @@ def to_device(x: Tensor, device) -> Tensor:
 def to_host(x: Tensor) -> Tensor:
     """CUDA -> host: queued on the current stream, so it follows the work that made x; a copy
     into pageable memory returns only when the bytes have arrived."""
+    refuse_while_capturing("a copy to the host (to('cpu'))")
     src = materialize(x, x.shape)
     out = empty(x.shape, dtype=x.dtype, device="cpu")
     nbytes = out.numel() * x.dtype.itemsize

@@ -17,6 +17,7 @@ Importing this package registers every driver function (functions() lists them).
 """
 from . import graphs, launch, memory, modules, streams  # noqa: F401  (they register their C functions)
 from .context import error_details, functions, last_launch_stats, thread_instructions
-from .entry import pending_interrupt
+from .entry import call_time, count_call_time, pending_interrupt
 
-__all__ = ["error_details", "functions", "last_launch_stats", "pending_interrupt", "thread_instructions"]
+__all__ = ["call_time", "count_call_time", "error_details", "functions", "last_launch_stats", "pending_interrupt",
+           "thread_instructions"]

@@ -23,8 +23,9 @@ THREAD_LOCAL = STREAM_CAPTURE_MODE["CU_STREAM_CAPTURE_MODE_THREAD_LOCAL"]
 RELAXED = STREAM_CAPTURE_MODE["CU_STREAM_CAPTURE_MODE_RELAXED"]
 
 # A queued operation's label (Context.submit) -> the type of node it becomes in a capture.
+# cuBLAS runs kernels on a GPU: captured, each call is a kernel node.
 _NODE_TYPES = {"kernel": "KERNEL", "memcpy": "MEMCPY", "memset": "MEMSET", "host function": "HOST",
-               "graph launch": "GRAPH"}
+               "graph launch": "GRAPH", "cuBLAS": "KERNEL"}
 _capture_ids = itertools.count(1)
 
 
@@ -133,12 +134,29 @@ class Capture:
             ctx.captures.remove(self)
 
 
+# Each thread's own interaction mode (cuThreadExchangeStreamCaptureMode), GLOBAL by default.
+_thread_mode = threading.local()
+
+
+def exchange_thread_mode(mode: int) -> int:
+    """Set the calling thread's capture interaction mode; return the one it had."""
+    previous = getattr(_thread_mode, "mode", GLOBAL)
+    _thread_mode.mode = mode
+    return previous
+
+
 def refuse_unsafe(ctx, call: str) -> None:
     """Fail `call` (a potentially unsafe API) if a capture's mode forbids it to this thread,
-    invalidating those captures, as the driver does."""
+    invalidating those captures, as the driver does. By the thread's own mode: GLOBAL
+    heeds its own captures not begun relaxed and other threads' global ones, THREAD_LOCAL
+    only its own, RELAXED none."""
     me = threading.get_ident()
+    mine = getattr(_thread_mode, "mode", GLOBAL)
+    if mine == RELAXED:
+        return
     with ctx.lock:
-        forbidding = [c for c in ctx.captures if c.mode == GLOBAL or (c.mode == THREAD_LOCAL and c.thread == me)]
+        forbidding = [c for c in ctx.captures
+                      if (c.thread == me and c.mode != RELAXED) or (mine == GLOBAL and c.mode == GLOBAL)]
         for c in forbidding:
             c.invalidate(f"{call} was called during the capture")
     if forbidding:

@@ -8,10 +8,41 @@ Out-parameters are written through their C pointer by `write_out`.
 """
 import functools
 import threading
+import time
 
 from .errors import EmuError
 
 _interrupt = threading.local()         # .exc: a KeyboardInterrupt/SystemExit caught in a call
+
+# The time the calling threads spend inside emulated C functions: the emulator's Python,
+# which on a GPU would be the driver's (and the GPU's) work. Measured only while a trace
+# asks (count_call_time), so that an untraced call pays one global read.
+_counting = [False]
+_spent = threading.local()             # .wall, .cpu: seconds inside calls on this thread; .depth
+
+
+def count_call_time(on: bool) -> None:
+    """Start (True) or stop measuring the time spent inside emulated calls."""
+    _counting[0] = on
+
+
+def call_time() -> tuple[float, float]:
+    """(wall, CPU) seconds this thread has spent inside emulated calls while counting."""
+    return getattr(_spent, "wall", 0.0), getattr(_spent, "cpu", 0.0)
+
+
+def _timed(fn, args):
+    depth = getattr(_spent, "depth", 0)
+    if depth:                           # a call made inside a call is counted once
+        return fn(*args)
+    _spent.depth = 1
+    wall, cpu = time.perf_counter(), time.thread_time()
+    try:
+        return fn(*args)
+    finally:
+        _spent.depth = 0
+        _spent.wall = getattr(_spent, "wall", 0.0) + time.perf_counter() - wall
+        _spent.cpu = getattr(_spent, "cpu", 0.0) + time.thread_time() - cpu
 
 
 class NullOutput(EmuError):
@@ -45,7 +76,8 @@ class CFunctions(dict):
         def entry(*args):
             try:
                 # ctypes hands a NULL pointer to a callback as None; C code would see 0.
-                result = fn(*[0 if a is None else a for a in args])
+                args = [0 if a is None else a for a in args]
+                result = _timed(fn, args) if _counting[0] else fn(*args)
             except BaseException as exc:        # nothing may cross the C boundary
                 return self.failure(fn.__name__, exc)
             return result if self.returns_status and result is not None else self.success

@@ -9,7 +9,7 @@ import ctypes
 import threading
 
 from ...capi.constants import GRAPH_EXEC_UPDATE_RESULT, GRAPH_NODE_TYPE, STREAM_CAPTURE_STATUS
-from .capture import GLOBAL, RELAXED, THREAD_LOCAL, Capture, Graph, GraphExec
+from .capture import GLOBAL, RELAXED, THREAD_LOCAL, Capture, Graph, GraphExec, exchange_thread_mode
 from .context import Context, api, current, forget_handle, lookup_handle
 from .entry import write_out
 from .errors import EmuError
@@ -66,6 +66,18 @@ def cuStreamEndCapture(stream_handle, graph_out):
                            f"into the stream that began it")
         ctx.graphs[capture.graph.handle] = capture.graph
     write_out(ctypes.c_void_p, graph_out, capture.graph.handle)
+
+
+@api
+def cuThreadExchangeStreamCaptureMode(mode_inout):
+    """The calling thread's interaction mode with captures (what it may call while one
+    runs) becomes *mode; *mode becomes the previous one."""
+    if not mode_inout:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", "mode is NULL")
+    mode = ctypes.c_int.from_address(mode_inout).value
+    if mode not in (GLOBAL, THREAD_LOCAL, RELAXED):
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown stream capture mode {mode}")
+    write_out(ctypes.c_int, mode_inout, exchange_thread_mode(mode))
 
 
 def _status(ctx: Context, stream) -> int:
