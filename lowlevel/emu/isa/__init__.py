@@ -13,7 +13,8 @@
     memops.py      ld st atom red cvta isspacep bar/barrier, mov of a variable's address
     paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it
     barred.py      bar.red (popc/and/or)
-    matrix.py      ldmatrix, mma.sync m16n8k16/k8 f32 += f16/bf16 (the ISA fragment layouts)
+    matrix.py      ldmatrix, mma.sync (decoding and checking its forms)
+    mma_shapes.py  mma's shapes and types, the ISA fragment layouts, its arithmetic
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
     calls.py       `call` of a .func (inlined at load), the .param words of a call
