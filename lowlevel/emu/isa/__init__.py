@@ -15,6 +15,7 @@
     barred.py      bar.red (popc/and/or)
     matrix.py      ldmatrix, mma.sync (decoding and checking its forms)
     mma_shapes.py  mma's shapes and types, the ISA fragment layouts, its arithmetic
+    matrix_store.py stmatrix, movmatrix
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
     calls.py       `call` of a .func (inlined at load), the .param words of a call
@@ -29,5 +30,5 @@
 The decoder (engine/decode.py) imports this package once, so every family has registered
 before it reads the registry; no family imports the decoder.
 """
-from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, matrix, memops,  # noqa: F401
+from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, matrix, matrix_store, memops,  # noqa: F401
                paramaddr, printf, simd, specials, warp)

@@ -14,7 +14,7 @@ with a launch fault naming it.
 
 every shape and type of the PTX ISA up to sm_90 but m8n8k4 .f16: the table, the fragment
 layouts and how the sums are rounded are in mma_shapes.py. The f64 m16n8 shapes need
-.target sm_90; other shapes, stmatrix and movmatrix stay refused by name at load.
+.target sm_90; other shapes stay refused by name at load. stmatrix and movmatrix: matrix_store.py.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from .registry import provide, register
 WARP = 32
 
 
-def _converged(C, what: str, text: str) -> None:
+def converged(C, what: str, text: str) -> None:
     if C.lanes is not None or C.active is not None or C.n % WARP:
         raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
                           f"{what} is warp-collective (.aligned): it needs every lane of "
@@ -40,7 +40,7 @@ def _converged(C, what: str, text: str) -> None:
 
 def ldmatrix(C, addrs, count: int, trans: bool, iid: int, text: str):
     """The `count` registers (uint32, one array each) of every lane."""
-    _converged(C, "ldmatrix", text)
+    converged(C, "ldmatrix", text)
     lane = np.arange(C.n) % WARP
     used = lane < 8 * count                     # only these lanes' addresses are read
     addrs = np.broadcast_to(np.asarray(addrs).astype(np.uint64), (C.n,))
@@ -59,7 +59,7 @@ def ldmatrix(C, addrs, count: int, trans: bool, iid: int, text: str):
 
 def mma(C, shape, kinds, a_regs, b_regs, c_regs, opts, text):
     """D = A B + C for every warp (see mma_shapes); the registers of d."""
-    _converged(C, "mma.sync", text)
+    converged(C, "mma.sync", text)
     return mma_shapes.mma(C.n, shape, kinds, a_regs, b_regs, c_regs, opts)
 
 
