@@ -16,6 +16,7 @@
     matrix.py      ldmatrix, mma.sync (decoding and checking its forms)
     mma_shapes.py  mma's shapes and types, the ISA fragment layouts, its arithmetic
     matrix_store.py stmatrix, movmatrix
+    wmma.py        wmma.load/mma/store (m16n16k16 f16/bf16, m16n16k8 tf32), cvt.rna.tf32.f32
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
     calls.py       `call` of a .func (inlined at load), the .param words of a call
@@ -31,4 +32,4 @@ The decoder (engine/decode.py) imports this package once, so every family has re
 before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, matrix, matrix_store, memops,  # noqa: F401
-               paramaddr, printf, simd, specials, warp)
+               paramaddr, printf, simd, specials, warp, wmma)
