@@ -1,6 +1,7 @@
 """The five-layer trace: one op, followed from Python down to the (real or emulated) GPU.
 
     lowlevel trace matmul --size 1024 --dtype float32
+    lowlevel trace matmul --size 1024 --dtype float16 --library ptx    (handwritten hgemm_mma)
 
 runs the op once cold (loading kernels, creating the cuBLAS handle, reserving memory),
 then once traced, and reports what each layer did and what it cost:
@@ -24,6 +25,8 @@ import time
 import numpy as np
 
 from .. import cuda, dispatch, trace
+from ..backends.cuda import matmul_library
+from ..backends.cuda.matmul_ptx import LIBRARIES
 from ..capi.versions import format_driver_version
 from ..frontend import ops
 from ..frontend.creation import ones, tensor
@@ -40,6 +43,8 @@ def add_parser(sub) -> None:
     parser.add_argument("--size", type=int, default=1024, help="square inputs of this size (default 1024)")
     parser.add_argument("--dtype", default="float32", choices=("float32", "float16"))
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--library", choices=LIBRARIES, default=None,
+                        help="matmul only: cublas, or ptx for the handwritten kernels (sgemm_tiled, hgemm_mma)")
     parser.add_argument("--requires-grad", action="store_true",
                         help="inputs that require grad: the route through Autograd, and the backward's kernels")
     parser.set_defaults(run=command)
@@ -48,8 +53,11 @@ def add_parser(sub) -> None:
 def command(args) -> int:
     """One op followed through the five layers, with what each cost."""
     try:
-        print(run(args.op, size=args.size, dtype=args.dtype, device=args.device, requires_grad=args.requires_grad))
-    except NotImplementedError as e:       # e.g. a reduction the backend has no float16 kernel for
+        print(run(args.op, size=args.size, dtype=args.dtype, device=args.device, requires_grad=args.requires_grad,
+                  library=args.library))
+    except (NotImplementedError, LibraryRefused) as e:   # no kernel for the dtype, or for the shape
+        print(f"lowlevel trace: {e}", file=sys.stderr)
+        return 2
         print(f"lowlevel trace: {e}", file=sys.stderr)
         return 2
     return 0
@@ -68,10 +76,28 @@ def _call(op: str, args):
     return getattr(ops, op)(*args)
 
 
-def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda", requires_grad: bool = False) -> str:
-    """The report of one traced call of `op` on square inputs (that require grad, if asked)."""
+class LibraryRefused(Exception):
+    """The matmul library asked for cannot run these inputs (its message says why)."""
+
+
+def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda", requires_grad: bool = False,
+        library: str | None = None) -> str:
+    """The report of one traced call of `op` on square inputs (that require grad, if asked),
+    with matmul on `library` ("cublas" or "ptx") when given."""
     if op not in OPS:
         raise ValueError(f"trace knows {', '.join(OPS)}; not {op!r}")
+    if library is None:
+        return _run(op, size, dtype, device, requires_grad)
+    if op != "matmul":
+        raise LibraryRefused(f"--library chooses the matmul library; {op} has none to choose")
+    with matmul_library(library):
+        try:
+            return _run(op, size, dtype, device, requires_grad, library)
+        except (TypeError, ValueError) as e:
+            raise LibraryRefused(f"matmul on the {library} library: {e}") from e
+
+
+def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, library: str | None = None) -> str:
     rng = np.random.default_rng(0)
     dtype = as_dtype(dtype)
     args = _inputs(op, size, dtype, device, rng, requires_grad)
@@ -123,7 +149,7 @@ def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda",
         line("    " + text)
     line(f"    keys visited: {' -> '.join(dispatch.route(op, *args))}")
 
-    line("\nL4  kernel libraries")
+    line("\nL4  kernel libraries" + (f" (matmul library: {library})" if library else ""))
     for k in rec.launches:
         where = f"grid {k['grid']} block {k['block']}" if k["grid"] is not None else "cuBLAS"
         line(f"    {k['kernel']} ({k['module']}, {where})")
