@@ -123,15 +123,16 @@ def elements(regs, kind: str, n: int):
     the float types, int64 for the integer and bit types; element i = e*r + j."""
     if kind == "f64":
         return np.stack([_lanes_of(r, n, np.float64) for r in regs], axis=1)
+    words = np.stack([_lanes_of(r, n, np.uint32) for r in regs], axis=1)       # (n, regs)
+    if kind in ("f16", "bf16"):           # a little-endian word is its (low, high) halves
+        halves = words.view(np.uint16)
+        if kind == "f16":
+            return halves.view(np.float16).astype(np.float64)
+        return (halves.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     e = PER_REG[kind]
     bits = 32 // e
-    words = np.stack([_lanes_of(r, n, np.uint32) for r in regs], axis=1)       # (n, regs)
     shifts = (np.arange(e, dtype=np.uint32) * bits)[None, None, :]
     raw = ((words[:, :, None] >> shifts) & np.uint32((1 << bits) - 1)).reshape(n, -1)
-    if kind == "f16":
-        return raw.astype(np.uint16).view(np.float16).astype(np.float64)
-    if kind == "bf16":
-        return (raw << 16).astype(np.uint32).view(np.float32).astype(np.float64)
     if kind == "tf32":
         return (raw & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
     val = raw.astype(np.int64)
@@ -151,13 +152,21 @@ def accumulator(regs, ctype: str, n: int):
     return np.stack([_lanes_of(r, n, np.int32) for r in regs], axis=1).astype(np.int64)
 
 
-def _scatter(vals, layout, shape, dtype):
+@functools.cache
+def _order(layout_fn, args, ncols: int):
+    """For a fragment layout that holds every element of its matrix once: the fragment
+    slot (lane*count + i) of each matrix element in row-major order."""
+    rows, cols = layout_fn(*args)
+    flat = (rows * ncols + cols).reshape(-1)
+    if np.unique(flat).size != flat.size:
+        raise AssertionError(f"{layout_fn.__name__}{args}: a fragment holds an element twice")
+    return np.argsort(flat)
+
+
+def _gather(vals, order, shape, dtype):
     """Per-warp matrices (warps, rows, cols) from per-lane elements (n, count)."""
-    rows, cols = layout
     warps = vals.shape[0] // WARP
-    out = np.zeros((warps, *shape), dtype)
-    out[:, rows, cols] = vals.reshape(warps, WARP, -1)
-    return out
+    return np.take(vals.reshape(warps, -1), order, axis=1).reshape(warps, *shape).astype(dtype, copy=False)
 
 
 def _product(A, B, Cm, kinds, opts):
@@ -191,12 +200,12 @@ def mma(n: int, shape: str, kinds, a_regs, b_regs, c_regs, opts):
     e = PER_REG[atype]
     floating = ctype != "s32"
     dtype = np.float64 if floating else np.int64
-    A = _scatter(elements(a_regs, atype, n), a_layout(m, e, len(a_regs)), (m, k), dtype)
-    B = _scatter(elements(b_regs, btype, n), b_layout(e, len(b_regs)), (k, nn), dtype)
-    Cm = _scatter(accumulator(c_regs, ctype, n), c_layout(m), (m, nn), dtype)
+    A = _gather(elements(a_regs, atype, n), _order(a_layout, (m, e, len(a_regs)), k), (m, k), dtype)
+    B = _gather(elements(b_regs, btype, n), _order(b_layout, (e, len(b_regs)), nn), (k, nn), dtype)
+    Cm = _gather(accumulator(c_regs, ctype, n), _order(c_layout, (m,), nn), (m, nn), dtype)
     D = _to_dtype(_product(A, B, Cm, kinds, opts), ctype, bool(opts.get("satfinite")))
     rows, cols = c_layout(m)
-    vals = D[:, rows, cols].reshape(n, -1)                     # (n, elements of d)
+    vals = np.take(D.reshape(D.shape[0], -1), (rows * nn + cols).reshape(-1), axis=1).reshape(n, -1)
     if ctype == "f16":
         bits = vals.view(np.uint16).astype(np.uint32)
         return [bits[:, 2 * r] | (bits[:, 2 * r + 1] << 16) for r in range(vals.shape[1] // 2)]
