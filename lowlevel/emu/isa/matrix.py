@@ -109,8 +109,9 @@ def _mma_types(ins, m: Mods) -> list[str]:
     got = [x for x in m.left if x in MMA_TYPES]
     for x in got:
         m.left.remove(x)
-    if len(got) != 4:
-        raise PtxError(ins.line, f"mma.sync needs .dtype.atype.btype.ctype: {ins.text}")
+    if len(got) != 4:       # e.g. the 8-bit floats (.e4m3, .e5m2), which are not implemented
+        raise unsupported(ins, "types (.dtype.atype.btype.ctype of f16, bf16, tf32, f64, s8, u8, "
+                               "s4, u4, b1)")
     return got
 
 

@@ -247,10 +247,12 @@ def test_f64_m16n8_needs_sm_90(driver):
     ("mma.sync.aligned.m16n8k16.row.col.f32.tf32.tf32.f32", (4, 2, 4), False, "f32", "tf32"),
     ("mma.sync.aligned.m16n8k128.row.col.s32.b1.b1.s32", (2, 1, 4), False, "s32", "popc"),
     ("mma.sync.aligned.m8n8k4.row.col.rz.f64.f64.f64.f64", (1, 1, 2), True, "f64", "rz"),
+    ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", (4, 2, 4), False, "f32", "e4m3"),
 ])
 def test_mma_refused_by_name(instr, counts, f64, ctype, match):
-    """What the emulator does not run is refused at load, naming it: m8n8k4 .f16 (which a
-    GPU runs: not implemented here), and forms the PTX ISA does not have."""
+    """What the emulator does not run is refused at load, naming it: m8n8k4 .f16 and the
+    8-bit floats (which an sm_90 GPU runs: not implemented here), .rz/.rm/.rp on f64, and
+    forms the PTX ISA does not have."""
     from lowlevel.emu.engine.decode import load_ptx
     from lowlevel.emu.ptx.errors import PtxError
     with pytest.raises(PtxError, match=match):
