@@ -10,12 +10,12 @@ figures are for launches that computed the right thing.
     python tools/bench_emu.py [--repeat 3] [--no-numba] [--numba-n 8192]
 
 Kernels: vector_add over 2^20 floats, sgemm_tiled 256x256x256, reduce_sum_f32 over 2^22,
-softmax_rows_f32 over 1024x1024. Then numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1, in a
+softmax_rows_f32 over 1024x1024, hgemm_mma 512x512x512 (float16 on the tensor cores). Then numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1, in a
 subprocess so the variable is set before numba is imported) runs the same vector add on
 2^13 elements, and the per-element times are compared. numba is a tool dependency only:
 `pip install numba`.
 
-Targets (PASS/MISS): vector add 2^20 <= 100 ms, sgemm_tiled 256^3 <= 2 s, emulator
+Targets (PASS/MISS): vector add 2^20 <= 100 ms, sgemm_tiled 256^3 <= 2 s, hgemm_mma 512^3 <= 1 s, emulator
 >= 1000x numba's simulator per element.
 """
 import argparse
@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 from lowlevel import cuda, emu, kernels  # noqa: E402
 
 TARGETS = {"vector_add": 0.100, "sgemm_tiled": 2.0}     # seconds per launch
+TARGETS["hgemm_mma"] = 1.0                                # tensor cores: hgemm_mma 512^3
 SPEEDUP_TARGET = 1000.0
 
 
@@ -105,6 +106,28 @@ def setup_sgemm(rng):
         worst = float(np.nanmax(np.abs(got - ref) / bound)) if not np.isnan(got).any() else math.inf
         return worst <= 1.0, f"err <= {worst:.3f} x K*u*|A||B|"
     return "sgemm_tiled 256^3", "sgemm_tiled", launch, check, M * N
+
+
+def setup_hgemm(rng):
+    """ptx/hgemm_mma.ptx, 512^3 float16 on the (emulated) tensor cores, float32 accumulation."""
+    M = N = K = 512
+    A = rng.standard_normal((M, K)).astype(np.float16)
+    B = rng.standard_normal((K, N)).astype(np.float16)
+    dA, dB, dC = upload(A), upload(B), cuda.mem_alloc(2 * M * N)
+    f = kernels.module("hgemm_mma").get_function("hgemm_mma")
+
+    def launch():
+        cuda.memset_d8(dC, 0xFF, 2 * M * N)
+        return lambda: f.launch((-(-N // 64), -(-M // 64)), 128, (dA, dB, dC, M, N, K))
+
+    def check():
+        got = download(dC, (M, N), np.float16).astype(np.float64)
+        a, b = A.astype(np.float64), B.astype(np.float64)
+        ref = a @ b
+        bound = (K + 1) * 2.0 ** -23 * (np.abs(a) @ np.abs(b)) + 2.0 ** -11 * np.abs(ref) + 2.0 ** -24
+        worst = float(np.nanmax(np.abs(got - ref) / bound)) if not np.isnan(got).any() else math.inf
+        return worst <= 1.0, f"err <= {worst:.3f} x bound"
+    return "hgemm_mma 512^3", "hgemm_mma", launch, check, M * N
 
 
 def setup_reduce(rng, sm_count):
@@ -268,9 +291,9 @@ def main():
     rng = np.random.default_rng()
 
     setups = [lambda: setup_vector_add(rng), lambda: setup_sgemm(rng),
-              lambda: setup_reduce(rng, sm_count), lambda: setup_softmax(rng)]
+              lambda: setup_reduce(rng, sm_count), lambda: setup_softmax(rng), lambda: setup_hgemm(rng)]
     names = [("vector_add 2^20", "vector_add"), ("sgemm_tiled 256^3", "sgemm_tiled"),
-             ("reduce_sum 2^22", "reduce_sum"), ("softmax 1024x1024", "softmax")]
+             ("reduce_sum 2^22", "reduce_sum"), ("softmax 1024x1024", "softmax"), ("hgemm_mma 512^3", "hgemm_mma")]
     rows = [bench(label, key, setup, args.repeat) for setup, (label, key) in zip(setups, names)]
 
     print()
@@ -307,6 +330,13 @@ def main():
         else:
             verdict = "PASS" if r["wall_s"] <= TARGETS[key] else "MISS"
             print(f"  {verdict}  {label}: {fmt_time(r['wall_s']).strip()} (wall, best of {args.repeat})")
+    r = by_key.get("hgemm_mma")
+    label = "hgemm_mma 512^3 <= 1 s"
+    if r is None or "wall_s" not in r:
+        print(f"  MISS  {label}: did not run ({(r or {}).get('error', '?')})")
+    else:
+        verdict = "PASS" if r["wall_s"] <= TARGETS["hgemm_mma"] else "MISS"
+        print(f"  {verdict}  {label}: {fmt_time(r['wall_s']).strip()} (wall, best of {args.repeat})")
     va = by_key.get("vector_add")
     label = f"emulator >= {SPEEDUP_TARGET:.0f}x numba's simulator per element (vector add)"
     if numba_row is None:

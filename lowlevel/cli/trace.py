@@ -1,6 +1,7 @@
 """The five-layer trace: one op, followed from Python down to the (real or emulated) GPU.
 
     lowlevel trace matmul --size 1024 --dtype float32
+    lowlevel trace matmul --size 1024 --dtype float16 --library ptx    (handwritten hgemm_mma)
 
 runs the op once cold (loading kernels, creating the cuBLAS handle, reserving memory),
 then once traced, and reports what each layer did and what it cost:
@@ -33,6 +34,8 @@ import time
 import numpy as np
 
 from .. import cuda, dispatch, trace
+from ..backends.cuda import matmul_library
+from ..backends.cuda.matmul_ptx import LIBRARIES
 from ..capi.versions import format_driver_version
 from ..frontend import ops
 from ..frontend.creation import ones, tensor
@@ -49,6 +52,8 @@ def add_parser(sub) -> None:
     parser.add_argument("--size", type=int, default=1024, help="square inputs of this size (default 1024)")
     parser.add_argument("--dtype", default="float32", choices=("float32", "float16"))
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--library", choices=LIBRARIES, default=None,
+                        help="matmul only: cublas, or ptx for the handwritten kernels (sgemm_tiled, hgemm_mma)")
     parser.add_argument("--requires-grad", action="store_true",
                         help="inputs that require grad: the route through Autograd, and the backward's kernels")
     parser.add_argument("--graph", action="store_true",
@@ -60,8 +65,8 @@ def command(args) -> int:
     """One op followed through the five layers, with what each cost."""
     try:
         print(run(args.op, size=args.size, dtype=args.dtype, device=args.device, requires_grad=args.requires_grad,
-                  graph=args.graph))
-    except (NotImplementedError, ValueError) as e:   # e.g. a reduction with no float16 kernel
+                  graph=args.graph, library=args.library))
+    except (NotImplementedError, ValueError, LibraryRefused) as e:   # no kernel for the dtype or shape
         print(f"lowlevel trace: {e}", file=sys.stderr)
         return 2
     return 0
@@ -87,14 +92,32 @@ def _capture(op: str, args):
     return g, result
 
 
+class LibraryRefused(Exception):
+    """The matmul library asked for cannot run these inputs (its message says why)."""
+
+
 def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda", requires_grad: bool = False,
-        graph: bool = False) -> str:
+        graph: bool = False, library: str | None = None) -> str:
     """The report of one traced call of `op` on square inputs (that require grad, if asked;
-    with `graph`, of one replay of the op captured into a CUDA graph)."""
+    with `graph`, of one replay of the op captured into a CUDA graph), with matmul on
+    `library` ("cublas" or "ptx") when given."""
     if op not in OPS:
         raise ValueError(f"trace knows {', '.join(OPS)}; not {op!r}")
     if graph and (device != "cuda" or requires_grad):
         raise ValueError("--graph captures the op on a CUDA device (--device cuda), without --requires-grad")
+    if library is None:
+        return _run(op, size, dtype, device, requires_grad, graph)
+    if op != "matmul":
+        raise LibraryRefused(f"--library chooses the matmul library; {op} has none to choose")
+    with matmul_library(library):
+        try:
+            return _run(op, size, dtype, device, requires_grad, graph, library)
+        except (TypeError, ValueError) as e:
+            raise LibraryRefused(f"matmul on the {library} library: {e}") from e
+
+
+def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph: bool = False,
+         library: str | None = None) -> str:
     rng = np.random.default_rng(0)
     dtype = as_dtype(dtype)
     args = _inputs(op, size, dtype, device, rng, requires_grad)
@@ -154,7 +177,7 @@ def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda",
         line("    " + text)
     line(f"    keys visited: {' -> '.join(dispatch.route(op, *args))}")
 
-    line("\nL4  kernel libraries")
+    line("\nL4  kernel libraries" + (f" (matmul library: {library})" if library else ""))
     if graph:
         nodes = captured[0].nodes()
         line(f"    the graph's {len(nodes)} node{'' if len(nodes) == 1 else 's'}, launched as one: {', '.join(nodes)}")

@@ -6,16 +6,20 @@
     elementwise.py   add sub mul div maximum neg relu exp (float32, float16)
     reductions.py    sum max mean softmax (float32), by rows
     matmul.py        matmul on cuBLAS (float32, float64, float16, bfloat16)
+    matmul_ptx.py    or on the handwritten sgemm_tiled / hgemm_mma: matmul_library("ptx")
 
 Everything is queued on `lowlevel.cuda.current_stream()` and returns at once; nothing here
 waits for the GPU except `to_host`, which must hand bytes to the CPU.
 
 `lowlevel.backends.cuda.allow_tf32 = True` lets float32 matmul use TF32 tensor cores.
+`lowlevel.backends.cuda.matmul_library("ptx")` (also a context manager) runs matmul on the
+handwritten kernels of ptx/ instead of cuBLAS.
 """
 import sys
 import types
 
 from . import compare, elementwise, layout, matmul, reductions  # noqa: F401  (each registers its kernels)
+from .matmul_ptx import matmul_library  # noqa: F401  (lowlevel.backends.cuda.matmul_library)
 
 
 class _Package(types.ModuleType):

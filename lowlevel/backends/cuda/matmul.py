@@ -1,7 +1,8 @@
 """The CUDA backend's matmul, on cuBLAS: float32 (cublasSgemm_v2, full precision unless
 allow_tf32), float64, and float16 / bfloat16 through cublasGemmEx with float32
 accumulation; 1-D operands, 2-D, and batches of 3-D. Transposed views are passed to cuBLAS
-as transposed operands, not copied.
+as transposed operands, not copied. matmul_ptx.py: the handwritten kernels instead, when
+asked (`lowlevel.backends.cuda.matmul_library("ptx")`).
 """
 from ... import trace
 from ...cuda import cublas, current_stream, memset_d8
@@ -10,6 +11,7 @@ from ...dispatch import CUDA, register_kernel
 from ...frontend import dtypes as dt
 from ...frontend.creation import empty
 from ...frontend.tensor import Tensor
+from . import matmul_ptx
 from .launch import record_uses
 from .layout import contiguous
 
@@ -44,6 +46,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if out.numel():
         if k == 0:
             memset_d8(out.data_ptr, 0, out.numel() * out.dtype.itemsize, stream=current_stream())
+        elif matmul_ptx.use_ptx():               # the handwritten kernels, when asked
+            matmul_ptx.gemm(a, b, out, m, n, k, batch)
         else:
             a2, ta, lda = _as_matrix(a)
             b2, tb, ldb = _as_matrix(b)

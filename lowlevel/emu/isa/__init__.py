@@ -13,7 +13,10 @@
     memops.py      ld st atom red cvta isspacep bar/barrier, mov of a variable's address
     paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it
     barred.py      bar.red (popc/and/or)
-    matrix.py      ldmatrix, mma.sync m16n8k16/k8 f32 += f16/bf16 (the ISA fragment layouts)
+    matrix.py      ldmatrix, mma.sync (decoding and checking its forms)
+    mma_shapes.py  mma's shapes and types, the ISA fragment layouts, its arithmetic
+    matrix_store.py stmatrix, movmatrix
+    wmma.py        wmma.load/mma/store (m16n16k16 f16/bf16, m16n16k8 tf32), cvt.rna.tf32.f32
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
     calls.py       `call` of a .func (inlined at load), the .param words of a call
@@ -28,5 +31,5 @@
 The decoder (engine/decode.py) imports this package once, so every family has registered
 before it reads the registry; no family imports the decoder.
 """
-from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, matrix, memops,  # noqa: F401
-               paramaddr, printf, simd, specials, warp)
+from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, matrix, matrix_store, memops,  # noqa: F401
+               paramaddr, printf, simd, specials, warp, wmma)

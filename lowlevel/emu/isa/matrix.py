@@ -10,15 +10,11 @@ elements of the transposed matrix. The instruction is warp-collective (.aligned)
 emulator runs it only with every lane of full warps converged, and refuses anything else
 with a launch fault naming it.
 
-    mma.sync.aligned.{m16n8k16,m16n8k8}.row.col.f32.{f16,bf16}.{f16,bf16}.f32 d, a, b, c;
+    mma.sync.aligned.SHAPE.row.col{.satfinite}.DTYPE.ATYPE.BTYPE.CTYPE{.xor/.and.popc} d, a, b, c;
 
-with groupID g = lane/4 and t = lane%4: a holds A[g + 8*((i/2)%2)][2t + i%2 + 8*(i/4)]
-for its halves i = 0..7 (two per register, lower first; k8: i = 0..3); b holds
-B[2t + i%2 + 8*(i/2)][g] for i = 0..3 (k8: 0..1); c and d hold C[g + 8*(i/2)][2t + i%2]
-for i = 0..3. The products and their
-sum are computed in float64 and rounded once to float32 (a GPU's tensor core keeps less:
-results agree within a bound proportionate to K, not bit for bit). Other shapes and
-types, stmatrix and movmatrix stay refused by name at load.
+every shape and type of the PTX ISA up to sm_90 but m8n8k4 .f16: the table, the fragment
+layouts and how the sums are rounded are in mma_shapes.py. The f64 m16n8 shapes need
+.target sm_90; other shapes stay refused by name at load. stmatrix and movmatrix: matrix_store.py.
 """
 from __future__ import annotations
 
@@ -27,6 +23,7 @@ import numpy as np
 from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Vec
+from . import mma_shapes
 from .memops import address, take_space
 from .operands import Mods, operands, unsupported
 from .registry import provide, register
@@ -34,7 +31,7 @@ from .registry import provide, register
 WARP = 32
 
 
-def _converged(C, what: str, text: str) -> None:
+def converged(C, what: str, text: str) -> None:
     if C.lanes is not None or C.active is not None or C.n % WARP:
         raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
                           f"{what} is warp-collective (.aligned): it needs every lane of "
@@ -43,7 +40,7 @@ def _converged(C, what: str, text: str) -> None:
 
 def ldmatrix(C, addrs, count: int, trans: bool, iid: int, text: str):
     """The `count` registers (uint32, one array each) of every lane."""
-    _converged(C, "ldmatrix", text)
+    converged(C, "ldmatrix", text)
     lane = np.arange(C.n) % WARP
     used = lane < 8 * count                     # only these lanes' addresses are read
     addrs = np.broadcast_to(np.asarray(addrs).astype(np.uint64), (C.n,))
@@ -60,47 +57,13 @@ def ldmatrix(C, addrs, count: int, trans: bool, iid: int, text: str):
     return out
 
 
-def _halves_f64(reg, kind: str):
-    """(low, high) halves of uint32 registers as float64."""
-    r = np.asarray(reg, np.uint32)
-    out = []
-    for bits in (r & 0xFFFF, r >> 16):
-        if kind == "f16":
-            out.append(bits.astype(np.uint16).view(np.float16).astype(np.float64))
-        else:
-            out.append((bits << 16).astype(np.uint32).view(np.float32).astype(np.float64))
-    return out
+def mma(C, shape, kinds, a_regs, b_regs, c_regs, opts, text):
+    """D = A B + C for every warp (see mma_shapes); the registers of d."""
+    converged(C, "mma.sync", text)
+    return mma_shapes.mma(C.n, shape, kinds, a_regs, b_regs, c_regs, opts)
 
 
-def _lanes_of(reg, n: int):
-    return np.broadcast_to(np.asarray(reg, np.uint32), (n,))
-
-
-def mma_m16n8(C, k: int, a_regs, b_regs, c_vals, kind: str, text: str):
-    """D = A B + C (m16 n8, k 16 or 8) for every warp; returns the four f32 registers of d.
-    For k 8 the a halves i = 0..3 sit where the k 16 ones do, and b has one register."""
-    _converged(C, "mma.sync", text)
-    warps = C.n // WARP
-    g, t = np.arange(WARP) // 4, np.arange(WARP) % 4
-    w = np.arange(warps)[:, None]
-    A, B, Cm = np.zeros((warps, 16, k)), np.zeros((warps, k, 8)), np.zeros((warps, 16, 8))
-    for r, reg in enumerate(a_regs):
-        for h, v in enumerate(_halves_f64(_lanes_of(reg, C.n), kind)):
-            i = 2 * r + h
-            A[w, g + 8 * ((i // 2) % 2), 2 * t + i % 2 + 8 * (i // 4)] = v.reshape(warps, WARP)
-    for r, reg in enumerate(b_regs):
-        for h, v in enumerate(_halves_f64(_lanes_of(reg, C.n), kind)):
-            i = 2 * r + h
-            B[w, 2 * t + i % 2 + 8 * (i // 2), g] = v.reshape(warps, WARP)
-    for i, v in enumerate(c_vals):
-        v = np.broadcast_to(np.asarray(v, np.float32).astype(np.float64), (C.n,))
-        Cm[w, g + 8 * (i // 2), 2 * t + i % 2] = v.reshape(warps, WARP)
-    with np.errstate(all="ignore"):
-        D = (A @ B + Cm).astype(np.float32)
-    return [D[w, g + 8 * (i // 2), 2 * t + i % 2].reshape(C.n) for i in range(4)]
-
-
-provide(_ldmatrix=ldmatrix, _mma_m16n8=mma_m16n8)
+provide(_ldmatrix=ldmatrix, _mma=mma)
 
 
 def emit_ldmatrix(g, ins):
@@ -137,30 +100,77 @@ def _regs(ins, op, n: int, what: str) -> list:
     return elems
 
 
+MMA_TYPES = set(mma_shapes.PER_REG) | {"f32", "s32"}
+REG_TYPE = {"f32": "f32", "f64": "f64", "s32": "s32", "f16": "u32"}   # how c/d registers are read
+
+
+def _mma_types(ins, m: Mods) -> list[str]:
+    """The dtype, atype, btype and ctype, in order (Mods.types knows no tf32, s4, b1)."""
+    got = [x for x in m.left if x in MMA_TYPES]
+    for x in got:
+        m.left.remove(x)
+    if len(got) != 4:       # e.g. the 8-bit floats (.e4m3, .e5m2), which are not implemented
+        raise unsupported(ins, "types (.dtype.atype.btype.ctype of f16, bf16, tf32, f64, s8, u8, "
+                               "s4, u4, b1)")
+    return got
+
+
+def _check_types(ins, shape: str, ts: list[str], bitop) -> None:
+    """Refuse a type combination the PTX ISA does not list for `shape`."""
+    dtype, atype, btype, ctype = ts
+    fam = mma_shapes.FAMILY[atype]
+    if fam not in mma_shapes.SHAPES[shape] or mma_shapes.FAMILY[btype] != fam:
+        raise unsupported(ins, f"types .{atype}.{btype} for .{shape}")
+    want = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "f64": ("f64",)}.get(fam, ("s32",))
+    if dtype != ctype or dtype not in want:
+        raise PtxError(ins.line, f"mma .{shape}.{atype}: .dtype and .ctype must be the same, "
+                                 f"one of {', '.join('.' + w for w in want)}: {ins.text}")
+    if (fam == "b1") != (bitop is not None):
+        raise PtxError(ins.line, "mma with .b1 takes .xor.popc or .and.popc (and only .b1 "
+                                 f"does): {ins.text}")
+
+
 def emit_mma(g, ins):
     m = Mods(ins)
-    shape = m.take("m16n8k16", "m16n8k8")
-    form = [m.take("sync"), m.take("aligned"), shape, m.take("row"), m.take("col")]
-    ts = m.types()
+    shape = m.take(*mma_shapes.SHAPES)
+    form = [m.take("sync"), m.take("aligned"), m.take("row"), m.take("col")]
+    satfinite = m.take("satfinite") is not None
+    rnd = m.take("rn")                  # f64 only: the default (rz/rm/rp stay refused)
+    bitop = m.take("xor", "and")
+    popc = m.take("popc")
+    if shape is None or None in form:
+        raise unsupported(ins, "shape or layout (only the .row.col shapes of the PTX ISA; "
+                               "m8n8k4 with .f16 is not supported)")
+    ts = _mma_types(ins, m)
     m.done()
-    kinds = ts[1:3]
-    if None in form or len(ts) != 4 or ts[0] != "f32" or ts[3] != "f32" \
-            or kinds[0] != kinds[1] or kinds[0] not in ("f16", "bf16"):
-        raise unsupported(ins, "shape or types (only .m16n8k16/.m16n8k8.row.col "
-                               ".f32.f16.f16.f32 and .f32.bf16.bf16.f32)")
+    _check_types(ins, shape, ts, bitop)
+    if bitop is not None and popc is None:
+        raise PtxError(ins.line, f"mma .{bitop} needs .popc: {ins.text}")
+    fam = mma_shapes.FAMILY[ts[1]]
+    if satfinite and fam not in ("i8", "i4"):
+        raise PtxError(ins.line, f".satfinite applies only to integer mma: {ins.text}")
+    if rnd is not None and fam != "f64":
+        raise PtxError(ins.line, f"a rounding modifier applies only to .f64 mma: {ins.text}")
+    if (shape, fam) in mma_shapes.SM90 and g.ck.kernel.binary_version < 90:
+        raise PtxError(ins.line, f"mma.{shape} with .f64 requires sm_90 or later "
+                                 f"(target sm_{g.ck.kernel.binary_version}): {ins.text}")
     if ins.guard is not None:
         raise unsupported(ins, "a predicated mma")
+    dtype, atype, btype, ctype = ts
+    na, nb, nc = mma_shapes.register_counts(shape, atype, ctype)
     d, a, b, c = operands(ins, 4)
-    k = 16 if shape == "m16n8k16" else 8
-    d, c = _regs(ins, d, 4, "d"), _regs(ins, c, 4, "c")
-    a, b = _regs(ins, a, k // 4, "a"), _regs(ins, b, k // 8, "b")
-    av = ", ".join(g.read(ins, x, "u32") for x in a)
-    bv = ", ".join(g.read(ins, x, "u32") for x in b)
-    cv = ", ".join(g.read(ins, x, "f32") for x in c)
+    d, c = _regs(ins, d, nc, "d"), _regs(ins, c, nc, "c")
+    a, b = _regs(ins, a, na, "a"), _regs(ins, b, nb, "b")
+    ab = "f64" if fam == "f64" else "u32"
+    av = ", ".join(g.read(ins, x, ab) for x in a)
+    bv = ", ".join(g.read(ins, x, ab) for x in b)
+    cv = ", ".join(g.read(ins, x, REG_TYPE[ctype]) for x in c)
+    opts = {"satfinite": satfinite, "bitop": bitop}
     tmp = g.fresh()
-    g.emit(f"{tmp} = _mma_m16n8(C, {k}, [{av}], [{bv}], [{cv}], {kinds[0]!r}, {ins.text!r})")
+    g.emit(f"{tmp} = _mma(C, {shape!r}, {(atype, btype, ctype)!r}, [{av}], [{bv}], [{cv}], "
+           f"{opts!r}, {ins.text!r})")
     for i, e in enumerate(d):
-        g.write(ins, e, f"{tmp}[{i}]", "f32", None)
+        g.write(ins, e, f"{tmp}[{i}]", REG_TYPE[dtype], None)
 
 
 register(emit_ldmatrix, "ldmatrix")

@@ -22,7 +22,7 @@ ANY = ""
 CARRY = "cc"
 SYMBOL = "symbol"
 TYPE_FAMILIES = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16",
-                 "s16x2": "i16x2", "u16x2": "i16x2"}
+                 "s16x2": "i16x2", "u16x2": "i16x2", "tf32": "tf32"}
 
 EMITTERS: dict[tuple[str, str], Callable] = {}
 RUNTIME: dict[str, object] = {}

@@ -1,0 +1,285 @@
+"""WMMA, as NVRTC and nvcc emit it for nvcuda::wmma, and cvt.rna.tf32.f32.
+
+    wmma.load.{a,b,c}.sync.aligned.{row,col}.SHAPE{.global,.shared}.TYPE r, [p]{, stride};
+    wmma.mma.sync.aligned.{row,col}.{row,col}.SHAPE.DTYPE{.ATYPE.BTYPE}.CTYPE d, a, b, c;
+    wmma.store.d.sync.aligned.{row,col}.SHAPE{.global,.shared}.TYPE [p], r{, stride};
+
+Shapes and types: m16n16k16 with f16 (f16 or f32 accumulators) or bf16 (f32), and
+m16n16k8 with tf32 (f32). Other wmma shapes and types are refused by name at load.
+
+The PTX ISA leaves the fragment layout of wmma unspecified, and code must not depend on
+it: a fragment is only for wmma.load, wmma.mma and wmma.store (and elementwise operations
+that treat every element alike). This emulator uses the layout of the decomposition into
+two mma.m16n8kK that Ampere and Hopper run: A is the m16n8kK A fragment (for f16, eight
+registers: the four of mma, then the same four again, as the f16 fragment has 16 elements
+for 8 distinct ones); B is the B fragments of columns 0-7, then of columns 8-15 (f16: then
+the same again); C and D are the m16n8 accumulators of columns 0-7, then of 8-15. The
+arithmetic is mma's (see mma_shapes.py).
+
+Memory: element (i, j) is at p + (i*stride + j)*size for .row, p + (j*stride + i)*size
+for .col; stride (in elements) defaults to the matrix's leading dimension. As CUDA's
+load_matrix_sync and store_matrix_sync require, p must be 256-bit aligned and stride a
+multiple of 16 bytes; p and stride must be the same in every lane of the warp, and the
+warp must be full and converged (.aligned). Anything else is a launch fault naming it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine.faults import KernelFault
+from ..ptx.errors import PtxError
+from ..ptx.ir import Vec
+from . import mma_shapes
+from .matrix import converged
+from .memops import address, take_space
+from .operands import Mods, operands, unsupported
+from .registry import provide, register
+
+WARP = 32
+SHAPES = {"m16n16k16": ("f16", "bf16"), "m16n16k8": ("tf32",)}
+ELEMENT_BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "f32": 4}
+REG_TYPE = {"f16": "u32", "bf16": "u32", "tf32": "u32", "f32": "f32"}
+
+
+def _dims(shape):
+    return mma_shapes.dims(shape)
+
+
+def fragment_positions(which: str, shape: str, kind: str):
+    """(row, col) of each element of a lane's fragment, as (32, count) arrays, elements in
+    register order (e per register, lowest bits first)."""
+    m, n, k = _dims(shape)
+    e = mma_shapes.PER_REG.get(kind, 1)
+    if which == "a":
+        rows, cols = mma_shapes.a_layout(16, e, k // (2 * e))
+        halves = [(rows, cols)]
+    elif which == "b":
+        rows, cols = mma_shapes.b_layout(e, k // (4 * e))
+        halves = [(rows, cols), (rows, cols + 8)]
+    else:
+        rows, cols = mma_shapes.c_layout(16)
+        halves = [(rows, cols), (rows, cols + 8)]
+    rows = np.concatenate([r for r, _ in halves], axis=1)
+    cols = np.concatenate([c for _, c in halves], axis=1)
+    if kind == "f16" and which in ("a", "b"):      # the f16 fragment holds every element twice
+        rows, cols = np.concatenate([rows, rows], axis=1), np.concatenate([cols, cols], axis=1)
+    return rows, cols
+
+
+def register_count(which: str, shape: str, kind: str) -> int:
+    count = fragment_positions(which, shape, kind)[0].shape[1]
+    return count // (2 if ELEMENT_BYTES[kind] == 2 else 1)
+
+
+def leading_dimension(which: str, layout: str, shape: str) -> int:
+    m, n, k = _dims(shape)
+    rows, cols = {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}[which]
+    return cols if layout == "row" else rows
+
+
+def _warp_uniform(C, value, what: str, text: str) -> np.ndarray:
+    v = np.broadcast_to(np.asarray(value).astype(np.uint64), (C.n,))
+    per_warp = v.reshape(-1, WARP)
+    if (per_warp != per_warp[:, :1]).any():
+        raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
+                          f"wmma: {what} must be the same in every lane of a warp ({text})")
+    return v
+
+
+def _element_addresses(C, which, layout, shape, kind, addr, stride, text):
+    converged(C, f"wmma.{'store' if which == 'd' else 'load'}", text)
+    size = ELEMENT_BYTES[kind]
+    addr = _warp_uniform(C, addr, "the address", text)
+    stride = _warp_uniform(C, stride, "the stride", text)
+    if (addr % 32).any():
+        raise KernelFault("CUDA_ERROR_MISALIGNED_ADDRESS",
+                          f"wmma: the matrix address {int(addr[np.argmax(addr % 32 != 0)]):#x} is "
+                          f"not 256-bit aligned ({text})")
+    if ((stride * np.uint64(size)) % 16).any():
+        raise KernelFault("CUDA_ERROR_MISALIGNED_ADDRESS",
+                          f"wmma: the stride ({int(stride[0])} elements) is not a multiple of "
+                          f"16 bytes ({text})")
+    rows, cols = fragment_positions("c" if which == "d" else which, shape, kind)
+    lane = np.arange(C.n) % WARP
+    r, c = rows[lane].astype(np.uint64), cols[lane].astype(np.uint64)      # (n, count)
+    major, minor = (r, c) if layout == "row" else (c, r)
+    return addr[:, None] + (major * stride[:, None] + minor) * np.uint64(size)
+
+
+def wmma_load(C, space, which, layout, shape, kind, addr, stride, iid, text):
+    """The registers of the fragment (one uint32 array each; float32 for f32)."""
+    addrs = _element_addresses(C, which, layout, shape, kind, addr, stride, text)
+    size = ELEMENT_BYTES[kind]
+    vals = [C.load_space(space, np.ascontiguousarray(addrs[:, i]), size, 1, iid, None)
+            for i in range(addrs.shape[1])]
+    if size == 4:
+        return [np.asarray(v, np.uint32).view(np.float32) if kind == "f32" else np.asarray(v, np.uint32)
+                for v in vals]
+    return [np.asarray(lo, np.uint32) | (np.asarray(hi, np.uint32) << 16)
+            for lo, hi in zip(vals[0::2], vals[1::2])]
+
+
+def wmma_store(C, space, layout, shape, kind, addr, regs, stride, iid, text) -> None:
+    addrs = _element_addresses(C, "d", layout, shape, kind, addr, stride, text)
+    size = ELEMENT_BYTES[kind]
+    if size == 4:
+        vals = [np.broadcast_to(np.asarray(r, np.float32), (C.n,)).view(np.uint32) for r in regs]
+    else:
+        words = [np.broadcast_to(np.asarray(r, np.uint32), (C.n,)) for r in regs]
+        vals = [(w >> np.uint32(16 * h)).astype(np.uint16) for w in words for h in (0, 1)]
+    for i, v in enumerate(vals):
+        C.store_space(space, np.ascontiguousarray(addrs[:, i]), size, 1, np.ascontiguousarray(v), iid, None)
+
+
+def wmma_mma(C, shape, kinds, a, b, c, text):
+    """D = A B + C as two mma.m16n8kK, on the column halves 0-7 and 8-15."""
+    converged(C, "wmma.mma", text)
+    atype, _, ctype = kinds
+    _, _, k = _dims(shape)
+    m16n8 = f"m16n8k{k}"
+    na, nb, nc = mma_shapes.register_counts(m16n8, atype, ctype)
+    out = []
+    for h in range(2):
+        out += mma_shapes.mma(C.n, m16n8, kinds, a[:na], b[h * nb:(h + 1) * nb],
+                              c[h * nc:(h + 1) * nc], {})
+    return out
+
+
+def cvt_tf32(x):
+    """cvt.rna.tf32.f32: to 10 fraction bits, to nearest with ties away from zero (adding
+    half of the dropped unit to the magnitude bits does that, and overflows to infinity);
+    a NaN stays a (quiet) NaN."""
+    u = np.asarray(x, np.float32).view(np.uint32)
+    rounded = (u + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    return np.where(nan, (u & np.uint32(0xFFFFE000)) | np.uint32(0x00400000), rounded).astype(np.uint32)
+
+
+provide(_wmma_load=wmma_load, _wmma_store=wmma_store, _wmma_mma=wmma_mma, _cvt_tf32=cvt_tf32)
+
+
+# --- the emitters -----------------------------------------------------------------------
+
+def _shape_and_kind(ins, m: Mods, kinds):
+    shape = m.take(*SHAPES)
+    kind = m.take(*kinds)
+    if shape is None or kind is None or (kind != "f32" and kind not in SHAPES[shape]):
+        raise unsupported(ins, "shape or type (only .m16n16k16 with .f16/.bf16 and "
+                               ".m16n16k8 with .tf32, f32 or f16 accumulators)")
+    return shape, kind
+
+
+def _vector(ins, op, n: int, what: str) -> list:
+    elems = op.elems if isinstance(op, Vec) else [op]
+    if len(elems) != n or any(e is None for e in elems):
+        raise PtxError(ins.line, f"wmma {what} takes {n} registers: {ins.text}")
+    return elems
+
+
+def _access(g, ins, store: bool):
+    """What load and store share: which matrix, layout, shape, type, space, address, stride."""
+    m = Mods(ins)
+    m.take("store" if store else "load")
+    which = m.take("d") if store else m.take("a", "b", "c")
+    form = [which, m.take("sync"), m.take("aligned")]
+    layout = m.take("row", "col")
+    space = take_space(ins, m, "global", "shared") or "generic"
+    shape, kind = _shape_and_kind(ins, m, ("f16", "bf16", "tf32", "f32"))
+    m.done()
+    if None in form or layout is None:
+        raise unsupported(ins, "form (wmma.load.{a,b,c} / wmma.store.d .sync.aligned.{row,col})")
+    accumulator = which in ("c", "d")
+    if (kind not in ("f16", "f32")) if accumulator else kind == "f32":
+        raise PtxError(ins.line, f"wmma.{which} cannot be .{kind}: {ins.text}")
+    if ins.guard is not None:
+        raise unsupported(ins, "a predicated wmma")
+    ops = ins.operands
+    if len(ops) not in (2, 3):
+        raise PtxError(ins.line, f"wmma takes a fragment, an address and an optional stride: {ins.text}")
+    addr_op, frag = (ops[0], ops[1]) if store else (ops[1], ops[0])
+    if space == "shared":
+        g.ck.uses_shared = True
+    addr = address(g, ins, addr_op, space)
+    stride = g.read(ins, ops[2], "u32") if len(ops) == 3 else \
+        g.const(np.uint32(leading_dimension(which, layout, shape)))
+    regs = _vector(ins, frag, register_count("c" if store else which, shape, kind), which)
+    return which, layout, shape, kind, space, addr, stride, regs
+
+
+def emit_wmma_load(g, ins):
+    which, layout, shape, kind, space, addr, stride, regs = _access(g, ins, store=False)
+    iid = g.ns["_register_instruction"](ins)
+    tmp = g.fresh()
+    g.emit(f"{tmp} = _wmma_load(C, {space!r}, {which!r}, {layout!r}, {shape!r}, {kind!r}, {addr}, "
+           f"{stride}, {iid}, {ins.text!r})")
+    for i, e in enumerate(regs):
+        g.write(ins, e, f"{tmp}[{i}]", REG_TYPE[kind], None)
+
+
+def emit_wmma_store(g, ins):
+    _, layout, shape, kind, space, addr, stride, regs = _access(g, ins, store=True)
+    iid = g.ns["_register_instruction"](ins)
+    vals = ", ".join(g.read(ins, e, REG_TYPE[kind]) for e in regs)
+    g.emit(f"_wmma_store(C, {space!r}, {layout!r}, {shape!r}, {kind!r}, {addr}, [{vals}], "
+           f"{stride}, {iid}, {ins.text!r})")
+
+
+def emit_wmma_mma(g, ins):
+    m = Mods(ins)
+    form = [m.take("mma"), m.take("sync"), m.take("aligned"), m.take("row", "col"), m.take("row", "col")]
+    shape = m.take(*SHAPES)
+    ts = [x for x in m.left if x in ("f16", "f32", "bf16", "tf32")]
+    for x in ts:
+        m.left.remove(x)
+    m.done()
+    if None in form or shape is None:
+        raise unsupported(ins, "form (wmma.mma.sync.aligned.{row,col}.{row,col} .m16n16k16 or .m16n16k8)")
+    if len(ts) == 2 and SHAPES[shape] == ("f16", "bf16") and set(ts) <= {"f16", "f32"}:
+        dtype, ctype = ts
+        atype = "f16"
+        if dtype != ctype:
+            raise unsupported(ins, "mixed f16/f32 accumulators")
+    elif len(ts) == 4 and ts[1] == ts[2] and ts[1] in SHAPES[shape] and ts[0] == ts[3] == "f32":
+        dtype, atype, _, ctype = ts
+    else:
+        raise unsupported(ins, "types (f16 with .f16.f16 or .f32.f32; .f32.bf16.bf16.f32 "
+                               "for m16n16k16; .f32.tf32.tf32.f32 for m16n16k8)")
+    if ins.guard is not None:
+        raise unsupported(ins, "a predicated wmma")
+    d, a, b, c = operands(ins, 4)
+    nc = register_count("c", shape, ctype)
+    d, c = _vector(ins, d, nc, "d"), _vector(ins, c, nc, "c")
+    a = _vector(ins, a, register_count("a", shape, atype), "a")
+    b = _vector(ins, b, register_count("b", shape, atype), "b")
+    av = ", ".join(g.read(ins, x, "u32") for x in a)
+    bv = ", ".join(g.read(ins, x, "u32") for x in b)
+    cv = ", ".join(g.read(ins, x, REG_TYPE[ctype]) for x in c)
+    tmp = g.fresh()
+    g.emit(f"{tmp} = _wmma_mma(C, {shape!r}, {(atype, atype, ctype)!r}, [{av}], [{bv}], [{cv}], "
+           f"{ins.text!r})")
+    for i, e in enumerate(d):
+        g.write(ins, e, f"{tmp}[{i}]", REG_TYPE[dtype], None)
+
+
+def emit_wmma(g, ins):
+    kind = ins.mods[0] if ins.mods else ""
+    emitter = {"load": emit_wmma_load, "store": emit_wmma_store, "mma": emit_wmma_mma}.get(kind)
+    if emitter is None:
+        raise unsupported(ins)
+    emitter(g, ins)
+
+
+def emit_cvt_tf32(g, ins):
+    """cvt.rna.tf32.f32 d, a (d a .b32 register); other tf32 conversions stay refused."""
+    m = Mods(ins)
+    rna, tf32 = m.take("rna"), m.take("tf32")
+    ts = m.types()
+    m.done()
+    if rna is None or tf32 is None or ts != ["f32"]:
+        raise unsupported(ins, "only cvt.rna.tf32.f32 of the tf32 conversions")
+    d, a = operands(ins, 2)
+    g.write(ins, d, f"_cvt_tf32({g.read(ins, a, 'f32')})", "u32", g.guard(ins))
+
+
+register(emit_wmma, "wmma")
+register(emit_cvt_tf32, "cvt", forms=("tf32",))

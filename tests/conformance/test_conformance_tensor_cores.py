@@ -1,0 +1,261 @@
+"""Conformance: tensor cores as CUDA C++ uses them, in every build (conformance_support.BUILDS),
+against numpy float64 / int64 on random inputs, outputs poisoned.
+
+- nvcuda::wmma: m16n16k16 f16 (f32 and f16 accumulators), bf16, and m16n16k8 tf32; row-
+  and column-major operands with a padded stride, two k steps per tile, two warps with
+  tiles of their own, an accumulator stored through shared memory.
+- inline mma.sync for each type: f16 fed by ldmatrix (x4, and x2.trans for B), tf32
+  m16n8k8, f64 m8n8k4, s8 m16n8k32 (.satfinite), s4 m16n8k64, b1 m16n8k256 .and.popc;
+  the kernels pack their fragments from row-major matrices by the ISA's layout.
+Float bounds are proportionate to K: a tensor core's sums keep fewer bits than float64.
+"""
+import numpy as np
+import pytest
+
+from conformance_support import download, poisoned_device, upload
+
+WMMA = r"""
+#include <mma.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+using namespace nvcuda;
+// D = A B + C for a 16 x 16 tile per warp, K = 2 * KS, A row-major (lda), B col-major (ldb),
+// C read row-major, D written column-major, both with ldc.
+template <class T, int KS, class P>
+__device__ void tile(const T* a, const T* b, const float* c, float* d, int lda, int ldb, int ldc) {
+    int w = threadIdx.x / 32;
+    a += w * 16 * lda; b += w * 16 * ldb; c += w * 16 * ldc; d += w * 16 * ldc;
+    wmma::fragment<wmma::matrix_a, 16, 16, KS, P, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, KS, P, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, KS, float> acc;
+    wmma::load_matrix_sync(acc, c, ldc, wmma::mem_row_major);
+    for (int k = 0; k < 2 * KS; k += KS) {
+        wmma::load_matrix_sync(fa, a + k, lda);
+        wmma::load_matrix_sync(fb, b + k, ldb);
+        wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(d, acc, ldc, wmma::mem_col_major);
+}
+extern "C" __global__ void wmma_f16(const half* a, const half* b, const float* c, float* d, int lda, int ldb, int ldc) {
+    tile<half, 16, half>(a, b, c, d, lda, ldb, ldc);
+}
+extern "C" __global__ void wmma_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, const float* c, float* d,
+                                     int lda, int ldb, int ldc) {
+    tile<__nv_bfloat16, 16, __nv_bfloat16>(a, b, c, d, lda, ldb, ldc);
+}
+extern "C" __global__ void wmma_tf32(const float* a, const float* b, const float* c, float* d, int lda, int ldb, int ldc) {
+    int w = threadIdx.x / 32;
+    a += w * 16 * lda; b += w * 16 * ldb; c += w * 16 * ldc; d += w * 16 * ldc;
+    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc;
+    wmma::load_matrix_sync(acc, c, ldc, wmma::mem_row_major);
+    for (int k = 0; k < 16; k += 8) {
+        wmma::load_matrix_sync(fa, a + k, lda);
+        wmma::load_matrix_sync(fb, b + k, ldb);
+        for (int i = 0; i < fa.num_elements; i++) fa.x[i] = wmma::__float_to_tf32(fa.x[i]);
+        for (int i = 0; i < fb.num_elements; i++) fb.x[i] = wmma::__float_to_tf32(fb.x[i]);
+        wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(d, acc, ldc, wmma::mem_col_major);
+}
+// f16 accumulators, column-major A, row-major B, the result through shared memory
+extern "C" __global__ void wmma_f16_acc(const half* a, const half* b, half* d) {
+    __shared__ __align__(32) half s[2][16 * 16];
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::col_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, half> acc;
+    wmma::fill_fragment(acc, __float2half(0.5f));
+    wmma::load_matrix_sync(fa, a + w * 256, 16);
+    wmma::load_matrix_sync(fb, b + w * 256, 16);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync(s[w], acc, 16, wmma::mem_row_major);
+    __syncwarp();
+    for (int i = lane; i < 256; i += 32) d[w * 256 + i] = s[w][i];
+}
+"""
+
+INLINE = r"""
+#include <cuda_fp16.h>
+// A (16 x 16, row-major) and B (16 x 8, row-major, k by n) through shared memory and ldmatrix
+extern "C" __global__ void mma_f16_ldmatrix(const half* A, const half* B, const float* C, float* D) {
+    __shared__ __align__(16) half sa[16 * 16], sb[16 * 8];
+    int lane = threadIdx.x, g = lane / 4, t = lane % 4;
+    for (int i = lane; i < 256; i += 32) sa[i] = A[i];
+    for (int i = lane; i < 128; i += 32) sb[i] = B[i];
+    __syncwarp();
+    unsigned a[4], b[2];
+    unsigned pa = (unsigned)__cvta_generic_to_shared(&sa[(lane % 16) * 16 + (lane / 16) * 8]);
+    unsigned pb = (unsigned)__cvta_generic_to_shared(&sb[(lane % 16) * 8]);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(pa));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(b[0]), "=r"(b[1]) : "r"(pb));
+    float c[4], d[4];
+    for (int i = 0; i < 4; ++i) c[i] = C[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+    for (int i = 0; i < 4; ++i) D[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = d[i];
+}
+// the m16n8 fragments by the ISA's layout: E elements of BITS bits per 32-bit register
+template <int E, int BITS> __device__ unsigned pack_a(const int* A, int K, int r, int g, int t) {
+    unsigned w = 0;
+    for (int j = 0; j < E; ++j)
+        w |= ((unsigned)A[(g + 8 * (r % 2)) * K + E * t + j + 4 * E * (r / 2)] & ((1u << BITS) - 1)) << (BITS * j);
+    return w;
+}
+template <int E, int BITS> __device__ unsigned pack_b(const int* B, int r, int g, int t) {
+    unsigned w = 0;
+    for (int j = 0; j < E; ++j)
+        w |= ((unsigned)B[(E * t + j + 4 * E * r) * 8 + g] & ((1u << BITS) - 1)) << (BITS * j);
+    return w;
+}
+#define MMA_INT(NAME, SHAPE, TYPES, E, BITS, K)                                                    \
+extern "C" __global__ void NAME(const int* A, const int* B, const int* C, int* D) {                \
+    int lane = threadIdx.x, g = lane / 4, t = lane % 4;                                            \
+    unsigned a[4], b[2];                                                                           \
+    for (int r = 0; r < 4; ++r) a[r] = pack_a<E, BITS>(A, K, r, g, t);                             \
+    for (int r = 0; r < 2; ++r) b[r] = pack_b<E, BITS>(B, r, g, t);                                \
+    int c[4], d[4];                                                                                \
+    for (int i = 0; i < 4; ++i) c[i] = C[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];                   \
+    asm volatile("mma.sync.aligned." SHAPE ".row.col" TYPES " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};" \
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])                                  \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),               \
+                   "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));                                    \
+    for (int i = 0; i < 4; ++i) D[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = d[i];                   \
+}
+MMA_INT(mma_s8, "m16n8k32", ".satfinite.s32.s8.s8.s32", 4, 8, 32)
+MMA_INT(mma_s4, "m16n8k64", ".s32.s4.s4.s32", 8, 4, 64)
+MMA_INT(mma_b1, "m16n8k256", ".s32.b1.b1.s32.and.popc", 32, 1, 256)
+extern "C" __global__ void mma_tf32(const float* A, const float* B, const float* C, float* D) {
+    int lane = threadIdx.x, g = lane / 4, t = lane % 4;
+    unsigned a[4], b[2];
+    for (int i = 0; i < 4; ++i) {                       // A 16 x 8: rows g (+8 for odd i), cols t (+4 for i >= 2)
+        unsigned x;
+        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(x) : "f"(A[(g + 8 * (i % 2)) * 8 + t + 4 * (i / 2)]));
+        a[i] = x;
+    }
+    for (int i = 0; i < 2; ++i) b[i] = __float_as_uint(B[(t + 4 * i) * 8 + g]);
+    float c[4], d[4];
+    for (int i = 0; i < 4; ++i) c[i] = C[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+    for (int i = 0; i < 4; ++i) D[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = d[i];
+}
+extern "C" __global__ void mma_f64(const double* A, const double* B, const double* C, double* D) {
+    int lane = threadIdx.x, g = lane / 4, t = lane % 4;
+    double d0, d1;
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%4,%5};"
+                 : "=d"(d0), "=d"(d1) : "d"(A[g * 4 + t]), "d"(B[t * 8 + g]), "d"(C[g * 8 + 2 * t]), "d"(C[g * 8 + 2 * t + 1]));
+    D[g * 8 + 2 * t] = d0; D[g * 8 + 2 * t + 1] = d1;
+}
+"""
+EPS32, EPS16 = np.finfo(np.float32).eps, np.finfo(np.float16).eps
+
+
+def bf16(x):
+    u = np.asarray(x, np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_value(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def tf32_value(x):
+    """cvt.rna.tf32.f32, in numpy: to nearest, ties away from zero, 10 fraction bits."""
+    u = np.asarray(x, np.float32).view(np.uint32)
+    return ((u + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+
+
+def within(got, want, k, terms, eps=EPS32):
+    bound = (k + 1) * eps * terms
+    assert np.isfinite(got).all()
+    assert (np.abs(got - want) <= bound).all(), np.abs(got - want).max()
+
+
+@pytest.mark.parametrize("kind", ["f16", "bf16", "tf32"])
+def test_wmma_tiles(driver, build, rng, kind):
+    f = build.load(WMMA, "wmma").get_function(f"wmma_{kind}")
+    lda, ldb, ldc, k = 40, 48, 24, 32 if kind != "tf32" else 16      # strides padded, in elements
+    a = rng.standard_normal((2 * 16, lda))
+    b = rng.standard_normal((2 * 16, ldb))                           # column-major: b[w*16 + n, k]
+    c = rng.standard_normal((2 * 16, ldc)).astype(np.float32)
+    if kind == "f16":
+        ah, bh = a.astype(np.float16), b.astype(np.float16)
+        av, bv = ah.astype(np.float64), bh.astype(np.float64)
+    elif kind == "bf16":
+        ah, bh = bf16(a), bf16(b)
+        av, bv = bf16_value(ah), bf16_value(bh)
+    else:
+        ah, bh = a.astype(np.float32), b.astype(np.float32)
+        av, bv = tf32_value(ah), tf32_value(bh)
+    out = poisoned_device((2 * 16, ldc), np.float32)
+    f.launch(1, 64, (upload(ah), upload(bh), upload(c), out, np.int32(lda), np.int32(ldb), np.int32(ldc)))
+    got = download(out, (2 * 16, ldc), np.float32).astype(np.float64)
+    for w in range(2):
+        A, B = av[16 * w:16 * w + 16, :k], bv[16 * w:16 * w + 16, :k].T
+        C = c[16 * w:16 * w + 16, :16].astype(np.float64)
+        D = got[16 * w:16 * w + 16, :16].T                           # stored column-major
+        within(D, A @ B + C, k, np.abs(A) @ np.abs(B) + np.abs(C))
+        # the padding between columns is never written
+        assert np.isnan(got[16 * w:16 * w + 16, 16:]).all()
+
+
+def test_wmma_f16_accumulators(driver, build, rng):
+    f = build.load(WMMA, "wmma").get_function("wmma_f16_acc")
+    a = rng.standard_normal((2, 16, 16)).astype(np.float16)           # column-major per warp
+    b = rng.standard_normal((2, 16, 16)).astype(np.float16)           # row-major per warp
+    out = poisoned_device((2, 16, 16), np.float16)
+    f.launch(1, 64, (upload(a), upload(b), out))
+    got = download(out, (2, 16, 16), np.float16).astype(np.float64)
+    A = a.astype(np.float64).transpose(0, 2, 1)
+    B = b.astype(np.float64)
+    within(got, A @ B + 0.5, 16, np.abs(A) @ np.abs(B) + 0.5, EPS16)
+
+
+def test_mma_f16_through_ldmatrix(driver, build, rng):
+    f = build.load(INLINE, "mma_inline").get_function("mma_f16_ldmatrix")
+    a = rng.standard_normal((16, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 8)).astype(np.float16)
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    out = poisoned_device((16, 8), np.float32)
+    f.launch(1, 32, (upload(a), upload(b), upload(c), out))
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    within(download(out, (16, 8), np.float32), A @ B + c, 16, np.abs(A) @ np.abs(B) + np.abs(c))
+
+
+@pytest.mark.parametrize("name, k, lo, hi", [("mma_s8", 32, -128, 128), ("mma_s4", 64, -8, 8),
+                                             ("mma_b1", 256, 0, 2)])
+def test_mma_integer(driver, build, rng, name, k, lo, hi):
+    f = build.load(INLINE, "mma_inline").get_function(name)
+    a = rng.integers(lo, hi, (16, k)).astype(np.int32)
+    b = rng.integers(lo, hi, (k, 8)).astype(np.int32)
+    c = rng.integers(-2**20, 2**20, (16, 8)).astype(np.int32)
+    if name == "mma_s8":                   # .satfinite: some sums leave the int32 range
+        c[::3] = 2**31 - 1000
+        c[1::3] = -2**31 + 1000
+    out = poisoned_device((16, 8), np.int32)
+    f.launch(1, 32, (upload(a), upload(b), upload(c), out))
+    want = np.clip(a.astype(np.int64) @ b + c, -2**31, 2**31 - 1)
+    np.testing.assert_array_equal(download(out, (16, 8), np.int32), want)
+
+
+def test_mma_tf32_and_f64(driver, build, rng):
+    m = build.load(INLINE, "mma_inline")
+    a = rng.standard_normal((16, 8)).astype(np.float32)
+    b = tf32_value(rng.standard_normal((8, 8))).astype(np.float32)   # already tf32 values
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    out = poisoned_device((16, 8), np.float32)
+    m.get_function("mma_tf32").launch(1, 32, (upload(a), upload(b), upload(c), out))
+    A, B = tf32_value(a), b.astype(np.float64)
+    within(download(out, (16, 8), np.float32), A @ B + c, 8, np.abs(A) @ np.abs(B) + np.abs(c))
+    a64, b64, c64 = rng.standard_normal((8, 4)), rng.standard_normal((4, 8)), rng.standard_normal((8, 8))
+    out = poisoned_device((8, 8), np.float64)
+    m.get_function("mma_f64").launch(1, 32, (upload(a64), upload(b64), upload(c64), out))
+    within(download(out, (8, 8), np.float64), a64 @ b64 + c64, 4,
+           np.abs(a64) @ np.abs(b64) + np.abs(c64), np.finfo(np.float64).eps)
