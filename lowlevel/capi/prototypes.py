@@ -63,6 +63,7 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuModuleGetFunction":        ("cuModuleGetFunction", (ptr, handle, c_char_p)),
     "cuModuleGetGlobal":          ("cuModuleGetGlobal_v2", (ptr, ptr, handle, c_char_p)),
     "cuFuncGetAttribute":         ("cuFuncGetAttribute", (ptr, c_int, handle)),
+    "cuFuncSetAttribute":         ("cuFuncSetAttribute", (handle, c_int, c_int)),
     "cuFuncGetParamInfo":         ("cuFuncGetParamInfo", (handle, c_size_t, ptr, ptr)),
     "cuLaunchKernel":             ("cuLaunchKernel", (handle, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint,
                                                       c_uint, handle, ptr, ptr)),

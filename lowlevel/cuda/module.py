@@ -11,7 +11,7 @@ import weakref
 from ctypes import c_uint
 
 from .. import compiler
-from ..capi.constants import CURESULT, JIT_OPTION
+from ..capi.constants import CURESULT, FUNCTION_ATTRIBUTE, JIT_OPTION
 from ..capi.enums import enum_value
 from ..capi.images import ELF_MAGIC, FATBIN_MAGIC, KIND_ELF, fatbin_entries
 from ..capi.versions import format_driver_version, ptx_isa_version
@@ -232,6 +232,29 @@ class Function:
         value = ctypes.c_int()
         self._drv.cuFuncGetAttribute(ctypes.byref(value), number, self.handle)
         return value.value
+
+    def set_attribute(self, name: str, value: int) -> None:
+        """Set a CUfunction_attribute by name (cuFuncSetAttribute): MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        PREFERRED_SHARED_MEMORY_CARVEOUT, REQUIRED_CLUSTER_WIDTH/HEIGHT/DEPTH,
+        NON_PORTABLE_CLUSTER_SIZE_ALLOWED, CLUSTER_SCHEDULING_POLICY_PREFERENCE."""
+        number = enum_value("function attribute", name)
+        value = c_integer(value, ctypes.c_int, f"{self.name}: attribute {name}")
+        self._drv.cuFuncSetAttribute(self.handle, number, value)
+
+    @property
+    def attributes(self) -> dict[str, int]:
+        """Every CUfunction_attribute the driver reports for this kernel, by short name."""
+        return {name.removeprefix("CU_FUNC_ATTRIBUTE_"): self.attribute(name) for name in FUNCTION_ATTRIBUTE}
+
+    @property
+    def max_dynamic_shared_memory(self) -> int:
+        """The most dynamic shared memory a launch may ask for; assign to opt in to more than
+        48 KB (up to the device's MAX_SHARED_MEMORY_PER_BLOCK_OPTIN minus the static shared)."""
+        return self.attribute("MAX_DYNAMIC_SHARED_SIZE_BYTES")
+
+    @max_dynamic_shared_memory.setter
+    def max_dynamic_shared_memory(self, nbytes: int) -> None:
+        self.set_attribute("MAX_DYNAMIC_SHARED_SIZE_BYTES", nbytes)
 
     @property
     def num_regs(self) -> int:

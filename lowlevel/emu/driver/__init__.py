@@ -3,7 +3,8 @@
     entry.py      CFunctions (a table of C functions and its decorator), write_out, Ctrl-C
     context.py    state: cuInit, versions, errors, the device, its primary context
     memory.py     cuMemAlloc/Free, pinned host memory, copies, memsets
-    modules.py    cuModuleLoad*, functions, globals, cuFuncGetAttribute/ParamInfo
+    modules.py    cuModuleLoad*, functions, globals, cuFuncGetParamInfo
+    funcattrs.py  cuFuncGetAttribute/SetAttribute: resources, the shared opt-in, clusters
     launch.py     cuLaunchKernel: parameters, configuration checks, the launch queued
     streams.py    cuStream*, cuEvent*, cuLaunchHostFunc
     queues.py     the stream and event objects: a worker thread per stream
@@ -15,7 +16,7 @@
 
 Importing this package registers every driver function (functions() lists them).
 """
-from . import graphs, launch, memory, modules, streams  # noqa: F401  (they register their C functions)
+from . import funcattrs, graphs, launch, memory, modules, streams  # noqa: F401  (they register their C functions)
 from .context import error_details, functions, last_launch_stats, thread_instructions
 from .entry import pending_interrupt
 
