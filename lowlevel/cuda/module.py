@@ -20,6 +20,7 @@ from .checked import c_integer
 from .context import ContextBound, ContextResource, Device, ensure_context
 from .errors import CudaError
 from .kernel_args import PackedArgs, pack_value
+from .launch_config import LaunchConfig, launch_attributes
 from .prepared import PreparedLaunch, launch_dims, shared_bytes
 from .ptx_signature import kernel_params
 from .stream import stream_handle
@@ -312,15 +313,23 @@ class Function:
         the arguments (and stream=) to launch; see prepared.py."""
         return PreparedLaunch(self, grid, block, shared_mem)
 
-    def launch(self, grid, block, args=(), shared_mem: int = 0, stream=None) -> None:
+    def launch(self, grid, block, args=(), shared_mem: int = 0, stream=None, *,
+               cluster=None, cooperative=None, priority=None) -> None:
         """Queue the kernel on `stream` (default: the legacy default stream). Returns once
         the launch is queued; errors in the kernel itself surface at a later synchronising
-        call, as on a GPU."""
+        call, as on a GPU. `cluster=(x, y, z)` (thread-block clusters), `cooperative=True`
+        (all blocks resident at once: grid-wide sync) and `priority` launch through
+        cuLaunchKernelEx's launch attributes (launch_config.py)."""
         gx, gy, gz = launch_dims(grid, f"{self.name}: grid")
         bx, by, bz = launch_dims(block, f"{self.name}: block")
         shared_mem = shared_bytes(shared_mem, self.name)
         handle = stream_handle(stream, f"{self.name}: stream")
+        attrs = launch_attributes(self.name, cluster, cooperative, priority)
         packed = self.pack(args)
+        if attrs:
+            config = LaunchConfig((gx, gy, gz), (bx, by, bz), shared_mem, handle, attrs)
+            self._drv.cuLaunchKernelEx(config.pointer(), self.handle, packed.kernel_params, None)
+            return
         self._drv.cuLaunchKernel(self.handle, gx, gy, gz, bx, by, bz, shared_mem, handle,
                                  packed.kernel_params, None)
 
