@@ -10,7 +10,9 @@ Registered into isa/registry.py:
                 barrier.sync.aligned: end their basic block (see engine/scheduler.py);
                 bar.warp.sync: checks the member mask (warp.py), nothing to wait for
                 (lanes run in lockstep; memory is sequentially consistent);
-                bar.red (popc/and/or): barred.py; bar.arrive: refused
+                bar.red (popc/and/or): barred.py; bar.arrive: refused;
+                barrier.cluster.arrive/wait: cluster.py
+  ld/st/atom .shared::cluster: another CTA's shared memory (cluster.py's addresses)
   cp.async      asyncopy.py (the copy at issue time; commit/wait are no-ops)
   mov           of a variable name: its address in its own space (shared/local offset,
                 global address)
