@@ -21,6 +21,7 @@ from .context import ContextBound, ContextResource, Device, ensure_context
 from .errors import CudaError
 from .kernel_args import PackedArgs, pack_value
 from .launch_config import LaunchConfig, launch_attributes
+from .occupancy import active_blocks_per_sm
 from .prepared import PreparedLaunch, launch_dims, shared_bytes
 from .ptx_signature import kernel_params
 from .stream import stream_handle
@@ -256,6 +257,11 @@ class Function:
     @max_dynamic_shared_memory.setter
     def max_dynamic_shared_memory(self, nbytes: int) -> None:
         self.set_attribute("MAX_DYNAMIC_SHARED_SIZE_BYTES", nbytes)
+
+    def occupancy(self, block_size: int, dynamic_shared: int = 0) -> int:
+        """Blocks of `block_size` threads (with `dynamic_shared` bytes each) that one SM
+        holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor); see occupancy.py."""
+        return active_blocks_per_sm(self, block_size, dynamic_shared)
 
     @property
     def num_regs(self) -> int:

@@ -3,25 +3,10 @@
 (cooperative_groups::this_cluster()) and from handwritten PTX; compile-time clusters."""
 import numpy as np
 import pytest
+from helpers.cooperative_kernels import cooperative_module
 from helpers.memory import device_poisoned, download, upload
 
 from lowlevel import cuda
-
-SWAP = r"""
-#include <cooperative_groups.h>
-namespace cg = cooperative_groups;
-extern "C" __global__ void __cluster_dims__(2, 1, 1) swap_halves(const float *in, float *out) {
-    __shared__ float mine[128];
-    cg::cluster_group cluster = cg::this_cluster();
-    unsigned rank = cluster.block_rank();
-    unsigned i = blockIdx.x * 128 + threadIdx.x;
-    mine[threadIdx.x] = in[i];
-    cluster.sync();                                   // every CTA's `mine` is written
-    float *other = cluster.map_shared_rank(mine, rank ^ 1);
-    out[i] = other[127 - threadIdx.x] * 2.0f + (float)cluster.num_blocks();
-    cluster.sync();                                   // keep `mine` alive until the peer has read it
-}
-"""
 
 # Each CTA of a cluster of 2 adds its rank + 1 into the peer's counter (atom.shared::cluster)
 # and reads the peer's value (ld.shared::cluster); every thread records the special registers.
@@ -88,16 +73,8 @@ DONE:
 GRID, BLOCK = (4, 2, 1), 64
 
 
-def _cccl_options():
-    pathfinder = pytest.importorskip("cuda.pathfinder")
-    cccl = pathfinder.find_nvidia_header_directory("cccl")
-    if cccl is None:
-        pytest.skip("<nv/target> (CCCL) not found for cooperative_groups")
-    return (f"-I{cccl}",)
-
-
 def test_a_cooperative_groups_cluster_exchanges_shared_memory(driver, rng):
-    f = cuda.Module.from_cuda(SWAP, options=_cccl_options()).get_function("swap_halves")
+    f = cooperative_module().get_function("swap_halves")
     assert (f.attribute("REQUIRED_CLUSTER_WIDTH"), f.attribute("REQUIRED_CLUSTER_HEIGHT")) == (2, 1)
     data = rng.standard_normal(8 * 128).astype(np.float32)
     out = device_poisoned(data.nbytes)
@@ -108,7 +85,7 @@ def test_a_cooperative_groups_cluster_exchanges_shared_memory(driver, rng):
 
 
 def test_a_compile_time_cluster_shape_cannot_change(driver):
-    f = cuda.Module.from_cuda(SWAP, options=_cccl_options()).get_function("swap_halves")
+    f = cooperative_module().get_function("swap_halves")
     with pytest.raises(cuda.CudaError) as refused:
         f.set_attribute("REQUIRED_CLUSTER_WIDTH", 4)
     assert refused.value.name == "CUDA_ERROR_NOT_PERMITTED"
