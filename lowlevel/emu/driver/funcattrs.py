@@ -12,6 +12,7 @@ from .context import api, current
 from .entry import write_out
 from .errors import EmuError
 from .modules import Function, function_of
+from .occupancy import max_threads_per_block
 
 _NAMES = {number: name.removeprefix("CU_FUNC_ATTRIBUTE_") for name, number in FUNCTION_ATTRIBUTE.items()}
 _CLUSTER_AXES = {"REQUIRED_CLUSTER_WIDTH": 0, "REQUIRED_CLUSTER_HEIGHT": 1, "REQUIRED_CLUSTER_DEPTH": 2}
@@ -21,7 +22,7 @@ def values(f: Function) -> dict[str, int]:
     """Every CUfunction_attribute of `f`, by its short name."""
     k, used = f.kernel, f.resources()            # ptxas's figures where it ran
     return {
-        "MAX_THREADS_PER_BLOCK": k.max_threads_per_block,
+        "MAX_THREADS_PER_BLOCK": max_threads_per_block(f),     # registers limit it too
         "SHARED_SIZE_BYTES": used["shared"],
         "CONST_SIZE_BYTES": used["const"],
         "LOCAL_SIZE_BYTES": used["local"],

@@ -12,6 +12,7 @@ from .clusters import cluster_for_launch
 from .context import api, current
 from .errors import EmuError
 from .modules import Function, function_of
+from .occupancy import max_threads_per_block
 
 
 LAUNCH_PARAM_END, LAUNCH_PARAM_BUFFER_POINTER, LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
@@ -77,6 +78,11 @@ def check_config(f: Function, grid, block, shared: int) -> None:
     limit = min(1024, f.kernel.max_threads_per_block)
     if threads > limit:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{name}: {threads} threads per block exceed the limit {limit}")
+    by_registers = max_threads_per_block(f)
+    if threads > by_registers:
+        raise EmuError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+                       f"{name}: {threads} threads per block need more registers than a block has "
+                       f"({f.resources()['registers']} per thread: at most {by_registers} threads)")
     if shared > f.max_dynamic_shared:
         raise EmuError("CUDA_ERROR_INVALID_VALUE",
                        f"{name}: {shared} bytes of dynamic shared memory exceed the limit {f.max_dynamic_shared}")

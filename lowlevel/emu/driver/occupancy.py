@@ -17,6 +17,7 @@ from .errors import EmuError
 from .modules import Function, function_of
 from .occupancy_rules import SM_80, SM_90, KernelResources, Occupancy, SmProperties
 from .occupancy_rules import available_dynamic_shared, max_active_blocks, max_potential_block_size
+from .occupancy_rules import max_threads_for_registers
 
 GPC_SMS = (18, 18, 16, 16, 16, 16, 16, 16)
 _MAX_BLOCKS = {(8, 6): 16, (8, 7): 16, (8, 9): 24}
@@ -41,11 +42,16 @@ def device_properties() -> SmProperties:
         reserved_shared_per_block=attr("RESERVED_SHARED_MEMORY_PER_BLOCK"))
 
 
+def max_threads_per_block(f: Function) -> int:
+    """The kernel's own limit (.maxntid/.reqntid) or what its registers allow, the lower."""
+    return min(f.kernel.max_threads_per_block, max_threads_for_registers(device_properties(), f.resources()["registers"]))
+
+
 def kernel_resources(f: Function) -> KernelResources:
     used = f.resources()
     return KernelResources(registers=used["registers"], static_shared=used["shared"],
                            max_dynamic_shared=f.max_dynamic_shared,
-                           max_threads_per_block=f.kernel.max_threads_per_block, carveout=f.carveout)
+                           max_threads_per_block=max_threads_per_block(f), carveout=f.carveout)
 
 
 def occupancy(f: Function, block_size: int, dynamic: int) -> Occupancy:

@@ -126,6 +126,15 @@ def shared_limit(sm: SmProperties, k: KernelResources, dynamic: int) -> int:
     return per_sm // per_cta
 
 
+def max_threads_for_registers(sm: SmProperties, registers: int) -> int:
+    """The largest block whose registers fit the register file (whole warps, counted in
+    groups of 4 as the sub-partitions see them): what cuFuncGetAttribute's
+    MAX_THREADS_PER_BLOCK reports, and beyond which a launch is out of resources."""
+    per_warp = _round_up(max(registers, 1) * sm.warp, REGISTER_UNIT)
+    warps = sm.registers_per_block // per_warp // SUB_PARTITIONS * SUB_PARTITIONS
+    return min(sm.max_threads_per_block, warps * sm.warp)
+
+
 def max_active_blocks(sm: SmProperties, k: KernelResources, block_size: int, dynamic: int = 0) -> Occupancy:
     """cuOccupancyMaxActiveBlocksPerMultiprocessor, by the calculator's rules."""
     limits = {
