@@ -92,3 +92,18 @@ def test_the_structures_point_where_the_driver_reads(add):
     config = LaunchConfig((4, 2, 1), (64, 1, 1), 256, 0, [])
     assert config.struct.numAttrs == 0 and config.struct.sharedMemBytes == 256
     assert ctypes.addressof(config.struct) == ctypes.cast(config.pointer(), ctypes.c_void_p).value
+
+
+@pytest.mark.parametrize("field, value", [("hitRatio", 1.5), ("missProp", 2), ("hitProp", 7)])
+def test_a_malformed_access_policy_window_is_refused(add, driver, rng, field, value):
+    _, _, da, db = _inputs(rng)
+    attr = CUlaunchAttribute()
+    attr.id = LAUNCH_ATTRIBUTE["CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW"]
+    attr.value.accessPolicyWindow.base_ptr = da.ptr
+    attr.value.accessPolicyWindow.num_bytes = 4 * N
+    attr.value.accessPolicyWindow.hitRatio = 0.5
+    setattr(attr.value.accessPolicyWindow, field, value)
+    config = LaunchConfig((16, 1, 1), (128, 1, 1), 0, 0, [attr])
+    packed = add.pack((da, db, device_poisoned(4 * N), N))
+    code = driver.cuLaunchKernelEx.unchecked(config.pointer(), add.handle, packed.kernel_params, None)
+    assert code == CURESULT["CUDA_ERROR_INVALID_VALUE"]

@@ -23,7 +23,7 @@ from .modules import function_of
 from .occupancy import check_cooperative, max_active_clusters
 
 _NAMES = {number: name.removeprefix("CU_LAUNCH_ATTRIBUTE_") for name, number in LAUNCH_ATTRIBUTE.items()}
-_HINTS = {"MEM_SYNC_DOMAIN_MAP", "MEM_SYNC_DOMAIN", "ACCESS_POLICY_WINDOW"}
+_HINTS = {"MEM_SYNC_DOMAIN_MAP"}
 _UNSUPPORTED = {"PROGRAMMATIC_EVENT", "LAUNCH_COMPLETION_EVENT", "SHARED_MEMORY_MODE"}
 _NOT_FOR_LAUNCHES = {"SYNCHRONIZATION_POLICY": "valid for streams only",
                      "DEVICE_UPDATABLE_KERNEL_NODE": "valid for graph kernel nodes only"}
@@ -78,8 +78,20 @@ def _read_attribute(attr: CUlaunchAttribute, options: LaunchOptions) -> None:
         _zero_or_one(name, v.programmaticStreamSerializationAllowed)
     elif name == "NVLINK_UTIL_CENTRIC_SCHEDULING":
         _zero_or_one(name, v.nvlinkUtilCentricScheduling)
+    elif name == "ACCESS_POLICY_WINDOW":
+        _check_window(v.accessPolicyWindow)
+    elif name == "MEM_SYNC_DOMAIN":
+        _zero_or_one(name, v.memSyncDomain)         # CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT / _REMOTE
     elif name not in _HINTS and name != "IGNORE":
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"launch attribute {name} is not valid for a launch")
+
+
+def _check_window(w) -> None:
+    """An L2 access policy window is a hint, but its fields are checked (CUaccessProperty:
+    NORMAL 0, STREAMING 1, PERSISTING 2; a miss cannot persist)."""
+    if not 0.0 <= w.hitRatio <= 1.0 or w.hitProp not in (0, 1, 2) or w.missProp not in (0, 1):
+        raise EmuError("CUDA_ERROR_INVALID_VALUE",
+                       f"access policy window: hitRatio {w.hitRatio}, hitProp {w.hitProp}, missProp {w.missProp}")
 
 
 def _check_preferred(f, options: LaunchOptions, cluster) -> None:
@@ -107,18 +119,27 @@ def read_config(config: int) -> tuple[CUlaunchConfig, LaunchOptions]:
     return c, options
 
 
+def launch_grouping(f, grid, block, shared, launch_cluster=None, portable_mode=0, cooperative=False):
+    """(cluster shape, cooperative) a launch runs with, checked (clusters.py, occupancy.py)."""
+    cluster = cluster_for_launch(f, grid, launch_cluster, portable_mode)
+    if cooperative:
+        check_cooperative(f, grid, block, shared, cluster)
+    return cluster, cooperative
+
+
 def launch(handle, grid, block, shared, stream_handle, kernel_params, extra, options: LaunchOptions):
     ctx = current()
     f = function_of(ctx, handle)
     stream = ctx.stream(stream_handle)
     check_config(f, grid, block, shared)
-    cluster = cluster_for_launch(f, grid, options.cluster, options.portable_mode)
+    cluster, cooperative = launch_grouping(f, grid, block, shared, options.cluster, options.portable_mode,
+                                           options.cooperative)
     _check_preferred(f, options, cluster)
-    if options.cooperative:
-        check_cooperative(f, grid, block, shared, cluster)
     params = param_buffer(f.kernel, kernel_params, extra)
-    run = kernel_run(ctx, f, grid, block, shared, params, cluster, options.cooperative)
-    ctx.submit(stream, run, f"kernel {f.kernel.name}", key=("kernel", handle))
+    run = kernel_run(ctx, f, grid, block, shared, params, cluster, cooperative)
+    # key: what a graph update keeps (the function), and the attributes its node keeps
+    key = ("kernel", handle, options.cluster, options.portable_mode, options.cooperative)
+    ctx.submit(stream, run, f"kernel {f.kernel.name}", key=key)
 
 
 @api
