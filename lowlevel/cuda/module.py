@@ -245,8 +245,18 @@ class Function:
 
     @property
     def attributes(self) -> dict[str, int]:
-        """Every CUfunction_attribute the driver reports for this kernel, by short name."""
-        return {name.removeprefix("CU_FUNC_ATTRIBUTE_"): self.attribute(name) for name in FUNCTION_ATTRIBUTE}
+        """Every CUfunction_attribute the driver reports for this kernel, by short name (a
+        driver older than the header refuses the newest ones: those are left out)."""
+        values = {}
+        for name, number in FUNCTION_ATTRIBUTE.items():
+            value = ctypes.c_int()
+            code = self._drv.cuFuncGetAttribute.unchecked(ctypes.byref(value), number, self.handle)
+            if code == INVALID_VALUE:
+                continue
+            if code != 0:
+                raise self._drv.error(code, "cuFuncGetAttribute")
+            values[name.removeprefix("CU_FUNC_ATTRIBUTE_")] = value.value
+        return values
 
     @property
     def max_dynamic_shared_memory(self) -> int:
@@ -330,7 +340,8 @@ class Function:
         bx, by, bz = launch_dims(block, f"{self.name}: block")
         shared_mem = shared_bytes(shared_mem, self.name)
         handle = stream_handle(stream, f"{self.name}: stream")
-        attrs = launch_attributes(self.name, cluster, cooperative, priority)
+        plain = cluster is None and cooperative is None and priority is None
+        attrs = () if plain else launch_attributes(self.name, cluster, cooperative, priority)
         packed = self.pack(args)
         if attrs:
             config = LaunchConfig((gx, gy, gz), (bx, by, bz), shared_mem, handle, attrs)
