@@ -14,6 +14,9 @@ Generic addresses of other CTAs' shared memory are SHARED_WINDOW plus that.
 engine/spaces.py resolves them (`remote_shared`) for ld/st/atom on .shared::cluster and
 on generic addresses.
 
+Shared memory of a CTA whose threads have all exited is gone on a GPU: an access to it
+faults here (CUDA_ERROR_ILLEGAL_ADDRESS).
+
 barrier.cluster.arrive marks the thread arrived; barrier.cluster.wait ends its basic
 block and parks the thread until every non-exited thread of the cluster waits there
 (the scheduler's barrier release, keyed by cluster: CLUSTER_BARRIER). A wait without an
@@ -219,7 +222,24 @@ def remote_shared(C, a, base, iid: int):
         _fault(C, iid, f"a shared::cluster address names CTA rank {bad}, the cluster has {n} CTAs")
     own_rank = (base // C.smem_stride) % n
     base = np.where(remote, base + (rank_plus - 1 - own_rank) * C.smem_stride, base)
+    exited = _exited_ctas(C)
+    if exited is not None and exited[base[remote] // C.smem_stride].any():
+        target = int((base[remote] // C.smem_stride)[exited[base[remote] // C.smem_stride]][0])
+        _fault(C, iid, f"an access to the shared memory of block {C.block_name(target)} of the cluster, "
+                       f"whose threads have all exited (its shared memory is gone: a barrier.cluster "
+                       f"before exiting keeps it)")
     return a & U64(OFFSET_MASK), base
+
+
+def _exited_ctas(C):
+    """Per CTA of the batch, whether all its threads have exited (None: none has)."""
+    if C.lanes is None:
+        if C.active is None or np.ndim(C.active) == 0:
+            return None
+        live = C.active
+    else:
+        live = C.pcs != C.ck.exit_pc
+    return ~live.reshape(-1, C.padded).any(axis=1)
 
 
 # --- barrier.cluster --------------------------------------------------------------------------

@@ -111,3 +111,22 @@ END:
     got = out.read().reshape(4, 32)
     spins = np.maximum(np.arange(32), 1)
     np.testing.assert_array_equal(got[[0, 2]], np.stack([spins, spins]))
+
+
+def test_the_shared_memory_of_an_exited_cta_is_gone(mem):
+    """Rank 0 exits at once; rank 1 then reads rank 0's shared memory (no cluster barrier
+    keeps it): a fault, not the stale bytes."""
+    body = """
+  barrier.cluster.arrive;
+  barrier.cluster.wait;
+  setp.eq.u32 %p1, %r2, 0;
+  @%p1 exit;
+  mov.u32 %r8, slot;
+  mapa.shared::cluster.u32 %r9, %r8, 0;
+  ld.shared::cluster.u64 %rd6, [%r9];
+  st.global.u64 [%rd1], %rd6;
+"""
+    out = Buf(mem, n=4, dtype=np.uint64)
+    with pytest.raises(KernelFault) as fault:
+        _run(mem, body, (2, 1, 1), (2, 1, 1), out)
+    assert fault.value.code_name == "CUDA_ERROR_ILLEGAL_ADDRESS" and "have all exited" in str(fault.value)
