@@ -20,6 +20,10 @@ ENUMS = {  # C enum type -> Python dict name
     "CUstreamCaptureStatus": "STREAM_CAPTURE_STATUS",
     "CUgraphNodeType": "GRAPH_NODE_TYPE",
     "CUgraphExecUpdateResult": "GRAPH_EXEC_UPDATE_RESULT",
+    "CUlaunchAttributeID": "LAUNCH_ATTRIBUTE",
+    "CUclusterSchedulingPolicy": "CLUSTER_SCHEDULING_POLICY",
+    "CUoccupancy_flags": "OCCUPANCY_FLAGS",
+    "CUshared_carveout": "SHARED_CARVEOUT",
 }
 
 
@@ -57,6 +61,8 @@ def c_int_expr(expr: str) -> int:
 def parse_enum(body: str) -> list[tuple[str, int]]:
     """(name, value) for each enumerator, comments skipped."""
     body = re.sub(r"/\*.*?\*/|//[^\n]*", " ", body, flags=re.S)
+    # Preprocessor lines (CUlaunchAttributeID guards its _MAX member with #if) are no members.
+    body = re.sub(r"^\s*#[^\n]*", " ", body, flags=re.M)
     out, value = [], -1
     for m in re.finditer(r"\b([A-Z][A-Z0-9_]+)\s*(?:=\s*([^,}]+))?\s*(?:,|$)", body):
         name, expr = m.group(1), m.group(2)

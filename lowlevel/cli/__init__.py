@@ -2,7 +2,7 @@
 per subcommand.
 
     info.py    lowlevel info: the driver in use (real or emulated), devices, toolchain
-    ptx.py     lowlevel ptx FILE: what a .cu or .ptx file becomes (PTX, SASS, resources)
+    ptx.py     lowlevel ptx FILE: what a .cu or .ptx file becomes (PTX, SASS, resources, occupancy)
     trace.py   lowlevel trace OP: one op followed through the five layers, and the report
 """
 import argparse

@@ -1,6 +1,7 @@
 """`lowlevel ptx FILE.cu|FILE.ptx`: what source becomes, stage by stage: the CUDA C++, its
 PTX (NVRTC), SASS and resources per kernel (nvJitLink, cuobjdump), and whether the emulated
 GPU runs it."""
+import dataclasses
 import pathlib
 import sys
 
@@ -13,6 +14,10 @@ def add_parser(sub) -> None:
     parser.add_argument("--arch", default="sm_90", help="target architecture (default sm_90)")
     parser.add_argument("--sass", action="store_true", help="show the SASS (nvJitLink + cuobjdump)")
     parser.add_argument("--resources", action="store_true", help="registers, shared memory, stack, spills per kernel")
+    parser.add_argument("--occupancy", action="store_true",
+                        help="per kernel: active blocks and warps per SM by block size, and what limits them")
+    parser.add_argument("--dynamic-shared", type=int, default=0, metavar="BYTES",
+                        help="dynamic shared memory per block for --occupancy (default 0)")
     parser.add_argument("--emit", choices=("ptx", "cubin", "fatbin"), help="also write this stage to -o")
     parser.add_argument("-o", "--output", help="where --emit writes")
     parser.add_argument("-O", "--option", action="append", default=[],
@@ -61,6 +66,8 @@ def command(args) -> int:
             print(emu.check_ptx(ptx).info_log().rstrip())
         except emu.PtxError as e:
             print(f"refuses this PTX: {e}")
+        if args.occupancy:
+            occupancy_table(ptx, args.dynamic_shared)
         if args.emit:
             out = {"ptx": lambda: ptx.encode(), "cubin": lambda: cubin,
                    "fatbin": lambda: compiler.make_fatbin({arch: cubin}, {arch: ptx})}[args.emit]()
@@ -70,3 +77,45 @@ def command(args) -> int:
         print(f"\n{type(e).__name__}: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+BLOCK_SIZES = (32, 64, 96, 128, 192, 256, 320, 384, 512, 640, 768, 896, 1024)
+
+
+def occupancy_table(ptx: str, dynamic: int) -> None:
+    """Each kernel loaded on the driver in use: active blocks per SM (cuOccupancy) by block
+    size, the warps they make, and the resource that limits them (the occupancy
+    calculator's rules, lowlevel/emu/driver/occupancy_rules.py, on this device's limits)."""
+    # Imported here: the driver loads only for this option.
+    from .. import cuda  # noqa: PLC0415
+    from ..cuda.ptx_signature import kernel_params  # noqa: PLC0415
+    from ..emu.driver import occupancy_rules as rules  # noqa: PLC0415
+    module = cuda.Module.from_ptx(ptx)
+    dev = cuda.Device(0)
+    sm = _device_rules(rules, dev)
+    max_warps = sm.max_threads_per_sm // sm.warp
+    for name in kernel_params(ptx):
+        f = module.get_function(name)
+        _heading(f"occupancy of {name} on {dev.name} ({f.num_regs} registers, {f.shared_size_bytes} B static "
+                 f"shared, {dynamic} B dynamic)")
+        print(f"{'block':>6s} {'blocks/SM':>9s} {'warps/SM':>8s} {'occupancy':>9s}  limited by")
+        k = rules.KernelResources(f.num_regs, f.shared_size_bytes, f.max_dynamic_shared_memory,
+                                  f.max_threads_per_block, f.attribute("PREFERRED_SHARED_MEMORY_CARVEOUT"))
+        for size in (b for b in BLOCK_SIZES if b <= f.max_threads_per_block):
+            blocks = f.occupancy(size, dynamic)
+            warps = blocks * -(-size // sm.warp)
+            limit = ", ".join(rules.max_active_blocks(sm, k, size, dynamic).limiting)
+            print(f"{size:6d} {blocks:9d} {warps:8d} {100 * warps / max_warps:8.0f}%  {limit}")
+
+
+def _device_rules(rules, dev):
+    """The calculator's view of device `dev`, from its attributes."""
+    major, _ = dev.compute_capability
+    base = rules.SM_80 if major == 8 else rules.SM_90
+    a = dev.attribute
+    return dataclasses.replace(
+        base, sms=a("MULTIPROCESSOR_COUNT"), max_threads_per_sm=a("MAX_THREADS_PER_MULTIPROCESSOR"),
+        max_blocks_per_sm=a("MAX_BLOCKS_PER_MULTIPROCESSOR"), registers_per_sm=a("MAX_REGISTERS_PER_MULTIPROCESSOR"),
+        registers_per_block=a("MAX_REGISTERS_PER_BLOCK"), shared_per_sm=a("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
+        shared_per_block=a("MAX_SHARED_MEMORY_PER_BLOCK"), shared_per_block_optin=a("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+        reserved_shared_per_block=a("RESERVED_SHARED_MEMORY_PER_BLOCK"))

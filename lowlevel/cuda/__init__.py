@@ -10,6 +10,8 @@
     graph.py         CUDA graphs: capture(stream) -> Graph, GraphExec (replay, update)
     graph_capture.py graph() and CUDAGraph: tensor ops captured with a private memory pool
     module.py        modules (PTX, cubin, fatbin, CUDA C via lowlevel.compiler), kernels, launch
+    launch_config.py cuLaunchKernelEx's config: clusters, cooperative launch, priority
+    occupancy.py     cuOccupancy*: blocks per SM, the best block size, clusters resident
     kernel_args.py   Python values packed into a kernel's parameter buffer
     ptx_signature.py a PTX kernel's declared parameter types
     allocator.py     the caching allocator under CUDA tensors
@@ -29,6 +31,7 @@ from .memory import (DeviceAllocation, mem_alloc, mem_alloc_async, mem_get_info,
 from .graph import Graph, GraphExec, capture, is_current_stream_capturing
 from .graph_capture import CUDAGraph, graph
 from .module import Function, Module
+from .occupancy import available_dynamic_shared, max_active_clusters, max_potential_block_size
 from .stream import Event, Stream, current_stream, stream
 from .allocator import empty_cache, memory_stats
 
@@ -46,4 +49,5 @@ __all__ = [
     "memcpy_dtod", "memcpy_dtod_async", "memcpy_dtoh", "memcpy_dtoh_async", "memcpy_htod",
     "memcpy_htod_async", "memset_d8", "memset_d32", "pinned_empty", "real_driver_status",
     "reset_device", "synchronize", "use_driver", "stream", "current_stream", "memory_stats", "empty_cache",
+    "available_dynamic_shared", "max_active_clusters", "max_potential_block_size",
 ]

@@ -11,7 +11,7 @@ import weakref
 from ctypes import c_uint
 
 from .. import compiler
-from ..capi.constants import CURESULT, JIT_OPTION
+from ..capi.constants import CURESULT, FUNCTION_ATTRIBUTE, JIT_OPTION
 from ..capi.enums import enum_value
 from ..capi.images import ELF_MAGIC, FATBIN_MAGIC, KIND_ELF, fatbin_entries
 from ..capi.versions import format_driver_version, ptx_isa_version
@@ -20,6 +20,8 @@ from .checked import c_integer
 from .context import ContextBound, ContextResource, Device, ensure_context
 from .errors import CudaError
 from .kernel_args import PackedArgs, pack_value
+from .launch_config import LaunchConfig, launch_attributes
+from .occupancy import active_blocks_per_sm
 from .prepared import PreparedLaunch, launch_dims, shared_bytes
 from .ptx_signature import kernel_params
 from .stream import stream_handle
@@ -233,6 +235,44 @@ class Function:
         self._drv.cuFuncGetAttribute(ctypes.byref(value), number, self.handle)
         return value.value
 
+    def set_attribute(self, name: str, value: int) -> None:
+        """Set a CUfunction_attribute by name (cuFuncSetAttribute): MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        PREFERRED_SHARED_MEMORY_CARVEOUT, REQUIRED_CLUSTER_WIDTH/HEIGHT/DEPTH,
+        NON_PORTABLE_CLUSTER_SIZE_ALLOWED, CLUSTER_SCHEDULING_POLICY_PREFERENCE."""
+        number = enum_value("function attribute", name)
+        value = c_integer(value, ctypes.c_int, f"{self.name}: attribute {name}")
+        self._drv.cuFuncSetAttribute(self.handle, number, value)
+
+    @property
+    def attributes(self) -> dict[str, int]:
+        """Every CUfunction_attribute the driver reports for this kernel, by short name (a
+        driver older than the header refuses the newest ones: those are left out)."""
+        values = {}
+        for name, number in FUNCTION_ATTRIBUTE.items():
+            value = ctypes.c_int()
+            code = self._drv.cuFuncGetAttribute.unchecked(ctypes.byref(value), number, self.handle)
+            if code == INVALID_VALUE:
+                continue
+            if code != 0:
+                raise self._drv.error(code, "cuFuncGetAttribute")
+            values[name.removeprefix("CU_FUNC_ATTRIBUTE_")] = value.value
+        return values
+
+    @property
+    def max_dynamic_shared_memory(self) -> int:
+        """The most dynamic shared memory a launch may ask for; assign to opt in to more than
+        48 KB (up to the device's MAX_SHARED_MEMORY_PER_BLOCK_OPTIN minus the static shared)."""
+        return self.attribute("MAX_DYNAMIC_SHARED_SIZE_BYTES")
+
+    @max_dynamic_shared_memory.setter
+    def max_dynamic_shared_memory(self, nbytes: int) -> None:
+        self.set_attribute("MAX_DYNAMIC_SHARED_SIZE_BYTES", nbytes)
+
+    def occupancy(self, block_size: int, dynamic_shared: int = 0) -> int:
+        """Blocks of `block_size` threads (with `dynamic_shared` bytes each) that one SM
+        holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor); see occupancy.py."""
+        return active_blocks_per_sm(self, block_size, dynamic_shared)
+
     @property
     def num_regs(self) -> int:
         return self.attribute("NUM_REGS")
@@ -289,15 +329,24 @@ class Function:
         the arguments (and stream=) to launch; see prepared.py."""
         return PreparedLaunch(self, grid, block, shared_mem)
 
-    def launch(self, grid, block, args=(), shared_mem: int = 0, stream=None) -> None:
+    def launch(self, grid, block, args=(), shared_mem: int = 0, stream=None, *,
+               cluster=None, cooperative=None, priority=None) -> None:
         """Queue the kernel on `stream` (default: the legacy default stream). Returns once
         the launch is queued; errors in the kernel itself surface at a later synchronising
-        call, as on a GPU."""
+        call, as on a GPU. `cluster=(x, y, z)` (thread-block clusters), `cooperative=True`
+        (all blocks resident at once: grid-wide sync) and `priority` launch through
+        cuLaunchKernelEx's launch attributes (launch_config.py)."""
         gx, gy, gz = launch_dims(grid, f"{self.name}: grid")
         bx, by, bz = launch_dims(block, f"{self.name}: block")
         shared_mem = shared_bytes(shared_mem, self.name)
         handle = stream_handle(stream, f"{self.name}: stream")
+        plain = cluster is None and cooperative is None and priority is None
+        attrs = () if plain else launch_attributes(self.name, cluster, cooperative, priority)
         packed = self.pack(args)
+        if attrs:
+            config = LaunchConfig((gx, gy, gz), (bx, by, bz), shared_mem, handle, attrs)
+            self._drv.cuLaunchKernelEx(config.pointer(), self.handle, packed.kernel_params, None)
+            return
         self._drv.cuLaunchKernel(self.handle, gx, gy, gz, bx, by, bz, shared_mem, handle,
                                  packed.kernel_params, None)
 

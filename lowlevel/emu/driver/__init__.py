@@ -3,8 +3,12 @@
     entry.py      CFunctions (a table of C functions and its decorator), write_out, Ctrl-C
     context.py    state: cuInit, versions, errors, the device, its primary context
     memory.py     cuMemAlloc/Free, pinned host memory, copies, memsets
-    modules.py    cuModuleLoad*, functions, globals, cuFuncGetAttribute/ParamInfo
+    modules.py    cuModuleLoad*, functions, globals, cuFuncGetParamInfo
+    funcattrs.py  cuFuncGetAttribute/SetAttribute: resources, the shared opt-in, clusters
     launch.py     cuLaunchKernel: parameters, configuration checks, the launch queued
+    launch_ex.py  cuLaunchKernelEx (launch attributes), cuLaunchCooperativeKernel
+    clusters.py   the cluster shape of a launch, checked
+    occupancy.py  cuOccupancy*, the cooperative co-residency check (occupancy_rules.py)
     streams.py    cuStream*, cuEvent*, cuLaunchHostFunc
     queues.py     the stream and event objects: a worker thread per stream
     graphs.py     stream capture (cuStreamBeginCapture...), cuGraph*: capture.py, its objects
@@ -15,7 +19,7 @@
 
 Importing this package registers every driver function (functions() lists them).
 """
-from . import graphs, launch, memory, modules, streams  # noqa: F401  (they register their C functions)
+from . import funcattrs, graphs, launch, launch_ex, memory, modules, occupancy, streams  # noqa: F401  (they register their C functions)
 from .context import error_details, functions, last_launch_stats, thread_instructions
 from .entry import call_time, count_call_time, pending_interrupt
 

@@ -75,6 +75,9 @@ def attributes() -> dict[int, int]:
         "MULTIPROCESSOR_COUNT": 132,
         "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
         "MAX_BLOCKS_PER_MULTIPROCESSOR": 32,
+        "RESERVED_SHARED_MEMORY_PER_BLOCK": 1024,
+        "COOPERATIVE_LAUNCH": 1,                  # lowlevel/emu/driver/launch_ex.py
+        "CLUSTER_LAUNCH": int(major >= 9),        # clusters.py
         "COMPUTE_CAPABILITY_MAJOR": major,
         "COMPUTE_CAPABILITY_MINOR": minor,
         "CONCURRENT_KERNELS": 1,

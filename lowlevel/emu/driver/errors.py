@@ -27,6 +27,9 @@ DESCRIPTIONS = {
     "CUDA_ERROR_ASSERT": "a device-side assert() failed in a kernel",
     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "the launch asks for more resources than the device has",
     "CUDA_ERROR_NOT_SUPPORTED": "the operation is not supported by the emulated GPU",
+    "CUDA_ERROR_INVALID_CLUSTER_SIZE": "the launch's cluster shape is invalid for this kernel or device",
+    "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE": "a cooperative grid has more blocks than can be resident at once",
+    "CUDA_ERROR_NOT_PERMITTED": "the operation is not permitted (e.g. changing a compile-time attribute)",
     "CUDA_ERROR_UNKNOWN": "an unexpected internal error in the emulated driver",
 }
 

@@ -14,6 +14,7 @@ from .context import Context, api, current, forget_handle, lookup_handle
 from .entry import write_out
 from .errors import EmuError
 from .launch import check_config, kernel_run, param_buffer
+from .launch_ex import launch_grouping
 from .modules import function_of
 
 _STATUS = {name.rsplit("_", 1)[1]: v for name, v in STREAM_CAPTURE_STATUS.items()}
@@ -263,12 +264,14 @@ def cuGraphExecKernelNodeSetParams(exec_handle, node_handle, params_ptr):
     dims = (ctypes.c_uint * 7).from_address(params_ptr + 8)
     kernel_params = ctypes.c_void_p.from_address(params_ptr + 40).value or 0
     extra = ctypes.c_void_p.from_address(params_ptr + 48).value or 0
-    if ("kernel", func) != node.key:
+    if ("kernel", func) != node.key[:2]:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "the node's function cannot be changed (not emulated)")
     f = function_of(ctx, func)
     grid, block, shared = tuple(dims[0:3]), tuple(dims[3:6]), dims[6]
     check_config(f, grid, block, shared)
-    run = kernel_run(ctx, f, grid, block, shared, param_buffer(f.kernel, kernel_params, extra))
+    # The node keeps its launch attributes (cluster shape, cooperative): checked anew for the new grid.
+    cluster, cooperative = launch_grouping(f, grid, block, shared, *node.key[2:])
+    run = kernel_run(ctx, f, grid, block, shared, param_buffer(f.kernel, kernel_params, extra), cluster, cooperative)
     with ctx.lock:                        # a launch queued already keeps the operations it had
         runs = list(graph_exec.runs)
         runs[index] = run

@@ -8,9 +8,11 @@ from ..tools import enabled
 from ..tools.counters import LaunchCounters
 from ..tools.printf import PrintfOutput
 from . import device
+from .clusters import cluster_for_launch
 from .context import api, current
 from .errors import EmuError
 from .modules import Function, function_of
+from .occupancy import max_threads_per_block
 
 
 LAUNCH_PARAM_END, LAUNCH_PARAM_BUFFER_POINTER, LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
@@ -76,6 +78,11 @@ def check_config(f: Function, grid, block, shared: int) -> None:
     limit = min(1024, f.kernel.max_threads_per_block)
     if threads > limit:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{name}: {threads} threads per block exceed the limit {limit}")
+    by_registers = max_threads_per_block(f)
+    if threads > by_registers:
+        raise EmuError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+                       f"{name}: {threads} threads per block need more registers than a block has "
+                       f"({f.resources()['registers']} per thread: at most {by_registers} threads)")
     if shared > f.max_dynamic_shared:
         raise EmuError("CUDA_ERROR_INVALID_VALUE",
                        f"{name}: {shared} bytes of dynamic shared memory exceed the limit {f.max_dynamic_shared}")
@@ -88,18 +95,42 @@ def cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream_handle, kernel
     stream = ctx.stream(stream_handle)
     grid, block = (gx, gy, gz), (bx, by, bz)
     check_config(f, grid, block, shared)
+    cluster = cluster_for_launch(f, grid)         # a __cluster_dims__ kernel runs in clusters
     params = param_buffer(f.kernel, kernel_params, extra)
-    ctx.submit(stream, kernel_run(ctx, f, grid, block, shared, params), f"kernel {f.kernel.name}",
+    ctx.submit(stream, kernel_run(ctx, f, grid, block, shared, params, cluster), f"kernel {f.kernel.name}",
                key=("kernel", handle))     # key: what a graph update keeps
 
 
-def kernel_run(ctx, f: Function, grid, block, shared: int, params: bytes):
-    """The work of one launch (a stream runs it, or a graph node, at each replay)."""
+def kernel_run(ctx, f: Function, grid, block, shared: int, params: bytes, cluster=None, cooperative=False):
+    """The work of one launch (a stream runs it, or a graph node, at each replay).
+    `cluster`: the checked cluster shape (clusters.py); `cooperative`: all CTAs resident
+    at once (grid-wide synchronisation)."""
     module, memory, name = f.module.ptx, ctx.memory, f.kernel.name
 
     def run():
-        run_kernel(module, name, grid=grid, block=block, params=params, memory=memory, shared_bytes=shared,
-                   tools=[*enabled(), LaunchCounters(ctx, name), PrintfOutput()])
+        workspace = grid_workspace(memory) if cooperative else 0
+        try:
+            run_kernel(module, name, grid=grid, block=block, params=params, memory=memory, shared_bytes=shared,
+                       tools=[*enabled(), LaunchCounters(ctx, name), PrintfOutput()],
+                       cluster=cluster, cooperative=cooperative,
+                       envregs={1: workspace >> 32, 2: workspace & 0xFFFFFFFF})
+        finally:
+            if workspace:
+                memory.free(workspace)
     return run
+
+
+GRID_WORKSPACE_BYTES = 16
+
+
+def grid_workspace(memory) -> int:
+    """The zeroed global memory a cooperative launch's grid.sync() counts arrivals in: the
+    driver hands its address to the kernel in %envreg1 (high word) and %envreg2 (low; the
+    PTX of cooperative_groups joins them with bfi.b64 d, envreg1, envreg2, 32, 32);
+    cooperative_groups' grid sync traps when it is NULL (a launch that is not cooperative)."""
+    address = memory.alloc(GRID_WORKSPACE_BYTES)
+    start = memory.check_range(address, GRID_WORKSPACE_BYTES)
+    memory.u8[start:start + GRID_WORKSPACE_BYTES] = 0
+    return address
 
 

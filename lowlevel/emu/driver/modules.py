@@ -1,8 +1,8 @@
 """The emulated driver's module functions: load (PTX, fatbins; the JIT's checks), functions,
-global variables, function attributes and parameter info."""
+global variables and parameter info (function attributes: funcattrs.py)."""
 import ctypes
 
-from ...capi.constants import FUNCTION_ATTRIBUTE, JIT_OPTION
+from ...capi.constants import JIT_OPTION
 from ...capi.images import ImageError, ptx_from_fatbin, read_image
 from ...capi.versions import format_driver_version, max_ptx_isa
 from ..engine.decode import load_ptx
@@ -31,8 +31,16 @@ class Function:
         self.handle = handle
         self.module = module
         self.kernel = kernel
-        self.max_dynamic_shared = device.MAX_SHARED_PER_BLOCK - kernel.shared_bytes
         self.figures = module.figures.get(kernel.name)     # None: the emulator's own estimates
+        # What cuFuncSetAttribute changes (funcattrs.py): the opt-in to more dynamic shared
+        # memory starts at what fits beside the static shared memory in the default 48 KB.
+        self.max_dynamic_shared = max(0, device.MAX_SHARED_PER_BLOCK - self.resources()["shared"])
+        self.carveout = -1                                  # CU_SHAREDMEM_CARVEOUT_DEFAULT
+        dims = kernel.reqnctapercluster
+        self.cluster_dims = (*dims, 1, 1)[:3] if dims else (0, 0, 0)
+        self.cluster_dims_compiled = bool(dims)            # then not settable at run time
+        self.non_portable_cluster = 0
+        self.cluster_scheduling = 0                         # CU_CLUSTER_SCHEDULING_POLICY_DEFAULT
 
     def resources(self) -> dict[str, int]:
         """Registers and bytes of shared, local and user constant memory per thread/CTA:
@@ -246,30 +254,6 @@ def cuModuleGetGlobal(dptr_out, size_out, module_handle, name):
 
 def function_of(ctx: Context, handle: int) -> Function:
     return lookup_handle(ctx.functions, handle, "function")
-
-
-@api
-def cuFuncGetAttribute(value_out, attribute, handle):
-    ctx = current()
-    f = function_of(ctx, handle)
-    k = f.kernel
-    used = f.resources()                 # ptxas's figures where it ran
-    values = {
-        "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK": k.max_threads_per_block,
-        "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES": used["shared"],
-        "CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES": used["const"],
-        "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES": used["local"],
-        "CU_FUNC_ATTRIBUTE_NUM_REGS": used["registers"],
-        "CU_FUNC_ATTRIBUTE_PTX_VERSION": k.ptx_version,
-        "CU_FUNC_ATTRIBUTE_BINARY_VERSION": k.binary_version,
-        "CU_FUNC_ATTRIBUTE_CACHE_MODE_CA": 0,
-        "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES": f.max_dynamic_shared,
-        "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT": -1,
-    }
-    by_number = {FUNCTION_ATTRIBUTE[name]: v for name, v in values.items()}
-    if attribute not in by_number:
-        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"function attribute {attribute} is not supported")
-    write_out(ctypes.c_int, value_out, by_number[attribute])
 
 
 @api

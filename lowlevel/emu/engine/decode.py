@@ -39,6 +39,7 @@ from .. import isa  # noqa: F401  (every instruction family registers itself: is
 from ..isa import divsqrt, numerics
 from ..isa.addressing import kernel_layout
 from ..isa.calls import inline_calls
+from ..isa.cluster import CLUSTER_BARRIER
 from ..isa.memops import after_barrier, ends_block
 from ..isa.operands import Mods, operands, unsupported, view_name
 from ..isa.registry import RUNTIME, SPECIAL_READERS, lookup
@@ -79,6 +80,7 @@ class CompiledKernel:
     uses_shared: bool = False              # touches shared memory (by name or address)
     uses_local: bool = False
     reductions: bool = False               # has bar.red blocks (engine calls barred.release)
+    cluster_barriers: bool = False         # has barrier.cluster.wait blocks (isa/cluster.py)
 
     @property
     def exit_pc(self) -> int:
@@ -334,6 +336,8 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
         if ret is None:
             ret = str(block.index + 1 if block.index + 1 < exit_pc else exit_pc)
         block.barrier = getattr(g, "barrier", None)
+        if block.barrier is not None and block.barrier[0] == CLUSTER_BARRIER:
+            ck.cluster_barriers = True
         block.reduction = getattr(g, "barrier_red", None)
         block.reads = tuple(g.used)
         block.writes = tuple(g.written)

@@ -36,6 +36,7 @@ import time
 import numpy as np
 
 from ..isa import barred
+from ..isa import cluster as clusters
 from ..isa.numerics import UINT
 from .decode import CompiledKernel
 from .faults import KernelFault
@@ -51,12 +52,15 @@ WARP = 32
 
 
 def run_kernel(mod: PtxModule, name: str, grid, block, params: bytes,
-               memory: DeviceMemory, shared_bytes: int = 0, tools=None) -> LaunchStats:
+               memory: DeviceMemory, shared_bytes: int = 0, tools=None, *,
+               cluster=None, cooperative: bool = False, envregs=None) -> LaunchStats:
     """Execute kernel `name` of `mod` over the whole grid; raises KernelFault on a bad
     access or trap. `params` is the raw parameter buffer laid out per the kernel's
     param offsets. The launch configuration is the driver's to check against the device
     limits (cuLaunchKernel does, before queueing the launch). `tools` observe the launch
-    (tools/base.py); None: those the environment turns on (tools.enabled())."""
+    (tools/base.py); None: those the environment turns on (tools.enabled()).
+    `cluster` (x, y, z): each cluster's CTAs run together in one batch (isa/cluster.py);
+    `cooperative`: the whole grid is one batch (grid-wide sync); `envregs`: %envreg<n>."""
     k = mod.kernels.get(name)
     if k is None:
         raise KeyError(f"no kernel {name!r} in module (has: {', '.join(mod.kernels)})")
@@ -73,6 +77,7 @@ def run_kernel(mod: PtxModule, name: str, grid, block, params: bytes,
 
     tools = list(enabled() if tools is None else tools)
     launch = _Launch(ck, grid, block, params, memory, int(shared_bytes), tools)
+    clusters.group(launch, cluster, cooperative, envregs)
     for tool in tools:
         tool.initialize(launch)
     with np.errstate(all="ignore"):
@@ -118,6 +123,7 @@ class _Launch(SpacesMixin):
         self.pcs = None             # per-lane PCs on the divergent path
         self.n = 0                  # number of current lanes
         self.first_cta = 0
+        self.cluster, self.envregs = None, {}     # group() sets them
         limit = _watchdog_limit()
         self.watchdog_s = limit
         self.deadline = time.monotonic() + limit if limit > 0 else None
@@ -159,7 +165,9 @@ class _Launch(SpacesMixin):
         if "%warpid" in wanted:
             values["%warpid"] = lane_t // u32(WARP)
         if any(s.startswith("%ctaid") for s in wanted):
-            if count == 1:
+            if self.cluster:            # CTAs in cluster order (isa/cluster.py)
+                values.update(clusters.batch_ctaids(self, first, count))
+            elif count == 1:
                 lin = first
                 values["%ctaid.x"] = u32(lin % gx)
                 values["%ctaid.y"] = u32(lin // gx % gy)
@@ -323,9 +331,10 @@ class _Launch(SpacesMixin):
         ids, counts = tables
         bid, bcount = ids[bblk], counts[bblk]
         live = (pcs.reshape(-1, self.padded) != exit_pc).sum(axis=1)
-        key = cta * 16 + bid
+        group, live_of = clusters.barrier_groups(self, cta, bid, live)   # a cluster's CTAs for barrier.cluster
+        key = group * 32 + bid
         uniq, inverse, arrived = np.unique(key, return_inverse=True, return_counts=True)
-        need = np.where(bcount > 0, bcount, live[cta])
+        need = np.where(bcount > 0, bcount, live_of)
         release = arrived[inverse] >= need
         if not release.any():
             c = int(cta[0])
@@ -458,6 +467,8 @@ class _Launch(SpacesMixin):
 
     def block_name(self, batch_cta: int) -> str:
         cta = self.first_cta + batch_cta
+        if self.cluster:
+            return clusters.cta_name(self, cta)
         gx, gy, _ = self.grid
         return f"({cta % gx},{cta // gx % gy},{cta // (gx * gy)})"
 
@@ -469,12 +480,9 @@ class _Launch(SpacesMixin):
 
     def who_batch(self, lane: int) -> str:
         """'block (x,y,z) thread (x,y,z)' of a lane of the batch."""
-        cta = self.first_cta + lane // self.padded
         t = lane % self.padded
-        gx, gy, _ = self.grid
         bx, by, _ = self.block
-        return (f"block ({cta % gx},{cta // gx % gy},{cta // (gx * gy)}) "
-                f"thread ({t % bx},{t // bx % by},{t // (bx * by)})")
+        return f"block {self.block_name(lane // self.padded)} thread ({t % bx},{t // bx % by},{t // (bx * by)})"
 
 
 __all__ = ["run_kernel", "LaunchStats"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..isa import cluster
 from ..isa.addressing import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SPAN
 from ..isa.numerics import UINT
 from ..ptx.ir import TYPES
@@ -130,10 +131,16 @@ class SpacesMixin:
             code, f"{self.name}: {what} {nbytes}-byte {space} {kind} at {address:#x}{note} "
                   f"by {self._who(j)}, PTX line {ins.line}: {ins.text}")
 
-    def window_index(self, space, a, nbytes, size, iid, kind, active, sub, generic=0):
+    def window_index(self, space, a, nbytes, size, iid, kind, active, sub, generic=0, remote=False):
         """Element indices (of a `size`-byte view) of window offsets `a` (uint64 array of
         the accessing lanes); faults on misalignment or a window overrun. `generic`: the
-        window base when the instruction used generic addresses (for the message)."""
+        window base when the instruction used generic addresses (for the message).
+        `remote`: shared addresses may name another CTA of the cluster (isa/cluster.py)."""
+        full = a
+        if remote and a.size and int(a.max()) > cluster.OFFSET_MASK:
+            a = a & _U64(cluster.OFFSET_MASK)
+        else:
+            remote = False
         if space == "shared":
             limit, base_full = self.smem_window, getattr(self, "cta_base", None)
             note = f"the block's shared window is {limit} bytes"
@@ -164,6 +171,8 @@ class SpacesMixin:
             base = base[active]
         if sub is not None:
             base = base[sub]
+        if remote:
+            _, base = cluster.remote_shared(self, full, base, iid)
         return (base + a.astype(np.int64)) // size
 
     def batch_lanes(self, active, sub):
@@ -196,10 +205,10 @@ class SpacesMixin:
     def _parts(self, space, a, nbytes, size, iid, kind, active):
         """[(sub mask or None, view array, element indices, space name)] for the accessing
         lanes' addresses `a`."""
-        if space == "shared":
+        if space in ("shared", "shared::cluster"):
             self.require_space("shared")
             return [(None, self.smem, self.window_index("shared", a, nbytes, size, iid, kind,
-                                                         active, None), "shared")]
+                                                         active, None, remote=space != "shared"), "shared")]
         if space == "local":
             self.require_space("local")
             return [(None, self.lmem, self.window_index("local", a, nbytes, size, iid, kind,
@@ -218,7 +227,7 @@ class SpacesMixin:
                     self.require_space("shared")
                     parts.append((sh, self.smem, self.window_index(
                         "shared", a[sh] - _U64(SHARED_WINDOW), nbytes, size, iid, kind,
-                        active, sh, SHARED_WINDOW), "shared"))
+                        active, sh, SHARED_WINDOW, remote=True), "shared"))
                 if lo.any():
                     self.require_space("local")
                     parts.append((lo, self.lmem, self.window_index(

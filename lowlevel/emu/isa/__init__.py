@@ -24,6 +24,7 @@
     addressing.py  the generic address windows and a kernel's shared/local layout
     carry.py       the carry chain: add.cc addc sub.cc subc mad.cc madc
     specials.py    special registers computed on the fly (%clock, %lanemask_*, %smid ...)
+    cluster.py     thread-block clusters: %cluster_* registers, mapa, barrier.cluster, %envreg
     printf.py      device printf (vprintf): the format read and formatted per thread
     numerics.py    the arithmetic of PTX in numpy: rounding, integer division, fma, conversions
     divsqrt.py     directed rounding of division and square root
@@ -31,5 +32,5 @@
 The decoder (engine/decode.py) imports this package once, so every family has registered
 before it reads the registry; no family imports the decoder.
 """
-from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, matrix, matrix_store, memops,  # noqa: F401
-               paramaddr, printf, simd, specials, warp, wmma)
+from . import (arith, asyncopy, barred, bits, calls, carry, cluster, compare, convert, devassert, half, halfmore,  # noqa: F401
+               matrix, matrix_store, memops, paramaddr, printf, simd, specials, warp, wmma)

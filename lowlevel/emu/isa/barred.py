@@ -111,7 +111,7 @@ def arrive(C, op: str, pred) -> None:
 
 def release(C, lanes, blocks, keys) -> None:
     """The engine released `lanes` (batch lanes, parked at barrier blocks `blocks`, grouped
-    by `keys` = CTA * 16 + barrier id): deliver the reduction of each group."""
+    by `keys`: one per CTA (or cluster) and barrier id): deliver the reduction of each group."""
     table = getattr(C.ck, "red_table", None)
     if table is None:
         table = C.ck.red_table = np.array(

@@ -10,7 +10,9 @@ Registered into isa/registry.py:
                 barrier.sync.aligned: end their basic block (see engine/scheduler.py);
                 bar.warp.sync: checks the member mask (warp.py), nothing to wait for
                 (lanes run in lockstep; memory is sequentially consistent);
-                bar.red (popc/and/or): barred.py; bar.arrive: refused
+                bar.red (popc/and/or): barred.py; bar.arrive: refused;
+                barrier.cluster.arrive/wait: cluster.py
+  ld/st/atom .shared::cluster: another CTA's shared memory (cluster.py's addresses)
   cp.async      asyncopy.py (the copy at issue time; commit/wait are no-ops)
   mov           of a variable name: its address in its own space (shared/local offset,
                 global address)
@@ -22,7 +24,7 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
-from . import barred, halfmore, paramaddr
+from . import barred, cluster, halfmore, paramaddr
 from .addressing import LOCAL_WINDOW, SHARED_WINDOW
 from .operands import CACHE_MODS, Mods, operands, unsupported, view_name
 from .registry import SYMBOL, register
@@ -36,7 +38,7 @@ _SEMANTICS = {"relaxed", "acquire", "release", "acq_rel", "sc", "weak", "volatil
 def ends_block(ins: Instruction) -> bool:
     """Barrier waits end a basic block (the scheduler parks lanes between blocks)."""
     return ins.opcode in ("bar", "barrier") and "warp" not in ins.mods and \
-        ("sync" in ins.mods or "red" in ins.mods)
+        ("sync" in ins.mods or "red" in ins.mods) or cluster.ends_block(ins)
 
 
 def after_barrier(ins: Instruction):
@@ -80,7 +82,9 @@ def address(g, ins: Instruction, addr, space: str) -> str:
         raise PtxError(ins.line, f"expected an address [..]: {ins.text}")
     if isinstance(addr.base, Sym):
         expr, vspace = symbol(g, ins, addr.base.name)
-        if space == "generic":
+        if space == "shared::cluster" and vspace == "shared":
+            pass                       # the executing CTA's own variable (isa/cluster.py)
+        elif space == "generic":
             if vspace == "shared":
                 expr = _add(g, expr, SHARED_WINDOW)
             elif vspace == "local":
@@ -93,7 +97,7 @@ def address(g, ins: Instruction, addr, space: str) -> str:
         return _add(g, expr, addr.offset)
     if addr.base is None:
         return g.const(np.uint64(addr.offset & _U64_MASK))
-    if space == "shared":
+    if space in ("shared", "shared::cluster"):
         g.ck.uses_shared = True
     elif space == "local":
         g.ck.uses_local = True
@@ -102,22 +106,23 @@ def address(g, ins: Instruction, addr, space: str) -> str:
 
 # --- ld / st -------------------------------------------------------------------------
 
-def take_space(ins: Instruction, m: Mods, *spaces) -> str | None:
+def take_space(ins: Instruction, m: Mods, *spaces, cluster_ok: bool = False) -> str | None:
     """The state space among `spaces` that the instruction names, reading .shared::cta
-    as .shared (the CTA's own shared memory) and refusing .shared::cluster."""
+    as .shared (the CTA's own shared memory); .shared::cluster (distributed shared
+    memory, isa/cluster.py) only where `cluster_ok`."""
     space = m.take(*spaces)
     if "shared" in spaces:
         for x in list(m.left):
             if x.startswith("shared::"):
-                if x != "shared::cta":
+                if x != "shared::cta" and not (cluster_ok and x == "shared::cluster"):
                     raise unsupported(ins, f".{x}")
                 m.left.remove(x)
-                space = "shared"
+                space = "shared" if x == "shared::cta" else x
     return space
 
 
 def _memory_mods(ins: Instruction, m: Mods):
-    space = take_space(ins, m, *_SPACES)
+    space = take_space(ins, m, *_SPACES, cluster_ok=ins.opcode in ("ld", "st"))
     m.take_all(CACHE_MODS)
     m.take_all({"L1", "L2", "level"})
     m.take("unified")
@@ -255,7 +260,7 @@ _ATOM_TYPES = {
 def emit_atom(g, ins: Instruction) -> None:
     is_red = ins.opcode == "red"
     m = Mods(ins)
-    space = take_space(ins, m, "global", "shared", "generic") or "generic"
+    space = take_space(ins, m, "global", "shared", "generic", cluster_ok=True) or "generic"
     m.take_all(_SEMANTICS)
     m.take_all({"L2"})
     op = m.take(*_ATOM_TYPES)
@@ -295,7 +300,7 @@ def emit_atom(g, ins: Instruction) -> None:
             vals.append(f"{g.read(ins, s, t)}.view(_U{size * 8})")
         else:
             vals.append(g.read(ins, s, ut))
-    if space == "shared":
+    if space in ("shared", "shared::cluster"):
         g.ck.uses_shared = True
     a = address(g, ins, addr, space)
     iid = g.ns["_register_instruction"](ins)
@@ -370,6 +375,9 @@ def emit_mov_address(g, ins: Instruction) -> None:
 
 def emit_bar(g, ins: Instruction) -> None:
     m = Mods(ins)
+    if ins.opcode == "barrier" and m.take("cluster"):
+        cluster.emit_barrier_cluster(g, ins, m)
+        return
     if m.take("warp"):
         m.take("sync")
         m.done()

@@ -157,6 +157,9 @@ class Kernel:
     reqntid: tuple | None = None
     minnctapersm: int | None = None
     maxnreg: int | None = None
+    reqnctapercluster: tuple | None = None   # __cluster_dims__: the cluster shape it needs
+    explicitcluster: bool = False            # launched only with a cluster shape given
+    maxclusterrank: int | None = None
     ptx_version: int = 0
     binary_version: int = 0
     compiled: object = field(default=None, repr=False)   # codegen.CompiledKernel (load_ptx)

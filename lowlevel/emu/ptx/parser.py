@@ -187,6 +187,12 @@ class Parser(Declarations, Operands):
                 k.minnctapersm = values[0] if values else None
             elif d.text == ".maxnreg":
                 k.maxnreg = values[0] if values else None
+            elif d.text == ".reqnctapercluster":
+                k.reqnctapercluster = tuple(values)
+            elif d.text == ".explicitcluster":
+                k.explicitcluster = True
+            elif d.text == ".maxclusterrank":
+                k.maxclusterrank = values[0] if values else None
         if self.accept(";"):            # a prototype (e.g. `.extern .func vprintf(...)`)
             if linkage != ".extern" and is_entry:
                 raise PtxError(start.line, f"entry {name!r} has no body")
