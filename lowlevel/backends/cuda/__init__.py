@@ -5,6 +5,8 @@
     layout.py        contiguous copies of strided views, broadcasting, casts, host <-> device
     elementwise.py   add sub mul div maximum neg relu exp (float32, float16)
     reductions.py    sum max mean softmax (float32), by rows
+    dtype_reductions.py  the other dtypes' reductions, argmax, argmin
+    masks.py         t[mask] (masked_select) and its gradient's scatter
     matmul.py        matmul on cuBLAS (float32, float64, float16, bfloat16)
 
 Everything is queued on `lowlevel.cuda.current_stream()` and returns at once; nothing here
@@ -15,7 +17,7 @@ waits for the GPU except `to_host`, which must hand bytes to the CPU.
 import sys
 import types
 
-from . import compare, elementwise, layout, matmul, reductions  # noqa: F401  (each registers its kernels)
+from . import compare, dtype_reductions, elementwise, layout, masks, matmul, reductions  # noqa: F401  (each registers its kernels)
 
 
 class _Package(types.ModuleType):
