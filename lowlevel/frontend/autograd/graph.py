@@ -83,10 +83,16 @@ class AccumulateGrad:
         return "<AccumulateGrad>"
 
 
+# Set by views.py: makes a view's node again when its base's history changed in place.
+refresh_view = None
+
+
 def edge_of(t):
     """Where a gradient for input t goes: its node, its leaf accumulator, or nowhere."""
     if not t.requires_grad:
         return None
+    if t.view_base is not None and refresh_view is not None:
+        refresh_view(t)
     if t.grad_fn is not None:
         return t.grad_fn
     acc = getattr(t, "grad_accumulator", None)
