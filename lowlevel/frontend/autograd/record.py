@@ -101,8 +101,10 @@ def detach(self: Tensor) -> Tensor:
     return Tensor(self.storage, self.shape, self.strides, self.offset, self.dtype)
 
 
-def backward(self: Tensor, gradient=None, retain_graph=None) -> None:
-    """Gradients of self with respect to every leaf that requires grad, summed into .grad."""
+def backward(self: Tensor, gradient=None, retain_graph=None, create_graph=False) -> None:
+    """Gradients of self with respect to every leaf that requires grad, summed into .grad.
+    create_graph records the backward's own ops (the .grad tensors then have a history, for
+    a double backward); it implies retain_graph unless that is given, as in PyTorch."""
     if not self.requires_grad:
         raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
     if gradient is None:
@@ -112,7 +114,9 @@ def backward(self: Tensor, gradient=None, retain_graph=None) -> None:
     elif gradient.shape != self.shape:
         raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {list(gradient.shape)} and "
                            f"output[0] has a shape of {list(self.shape)}.")
-    run_backward(edge_of(self), gradient, bool(retain_graph))
+    if retain_graph is None:
+        retain_graph = create_graph
+    run_backward(edge_of(self), gradient, bool(retain_graph), bool(create_graph))
 
 
 for _name, _fn in {"requires_grad_": requires_grad_, "detach": detach, "backward": backward}.items():

@@ -20,6 +20,15 @@ from ..tensor import Tensor
 from . import graph
 from .formulas import sum_to
 from .graph import Node
+from .mode import is_grad_enabled
+
+
+def _no_double_backward(name: str) -> None:
+    # these backwards write into raw layouts of a fresh storage, which a recorded graph
+    # would not see: refuse create_graph through them rather than differentiate wrongly
+    if is_grad_enabled():
+        raise NotImplementedError(f"{name}: create_graph=True (double backward) through an in-place operation on "
+                                  f"a view is not supported by lowlevel's autograd")
 
 
 class _Layout:
@@ -51,6 +60,7 @@ def copy_slices(base: Tensor, view: Tensor, values: Tensor) -> None:
     base_layout, view_layout, values_shape = _Layout(base), _Layout(view), values.shape
 
     def backward(node, g):
+        _no_double_backward("CopySlices")
         result = base_layout.fresh()
         result.copy_(g)                                  # g laid out as base is
         region = view_layout.over(result)
@@ -75,6 +85,7 @@ def refresh(view: Tensor) -> None:
     base_layout, view_layout = _Layout(base), _Layout(view)
 
     def backward(node, g):
+        _no_double_backward("AsStridedBackward")
         result = base_layout.fresh()
         result.zero_()
         view_layout.over(result).copy_(g)
