@@ -84,8 +84,8 @@ def kernel(s: str, d: str) -> str:
     src, dst = reg(s, 0), reg(d, 3)
     if src == dst:                      # same register kind (never for a real pair: kept apart anyway)
         dst = reg(d, 4)
-    body = [*element_address("%rd20", "%rd11", "%rd0", ssize),
-            *element_address("%rd21", "%rd10", "%rd0", dsize),
+    body = [*element_address("%rd20", "%rd11", "%rd0", ssize, "x[i]"),
+            *element_address("%rd21", "%rd10", "%rd0", dsize, "out[i]"),
             *load(s, src, "%rd20"),
             *convert(s, d, src, dst),
             *store(d, "%rd21", dst)]

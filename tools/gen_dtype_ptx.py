@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from ptx_template import VERSION, element_address, grid_stride  # noqa: E402
+from ptx_template import VERSION, addresses, grid_stride  # noqa: E402
 
 PTX = pathlib.Path(__file__).resolve().parents[1] / "ptx"
 
@@ -53,9 +53,7 @@ def _arith(op: str, t: str, d: str, a: str, b: str) -> list:
 
 def binary(op: str, t: str) -> str:
     ptype, r, size, ctype = TYPES[t]
-    body = [*element_address("%rd20", "%rd11", "%rd0", size),
-            *element_address("%rd21", "%rd12", "%rd0", size),
-            *element_address("%rd22", "%rd10", "%rd0", size),
+    body = [*addresses(size, [("%rd20", "%rd11", "a[i]"), ("%rd21", "%rd12", "b[i]"), ("%rd22", "%rd10", "out[i]")]),
             (f"ld.global.{ptype}   {r}0, [%rd20];", "a[i]"),
             (f"ld.global.{ptype}   {r}1, [%rd21];", "b[i]"),
             *_arith(op, t, f"{r}2", f"{r}0", f"{r}1"),
@@ -81,8 +79,7 @@ def _unary_body(op: str, t: str, d: str, x: str) -> list:
 
 def unary(op: str, t: str) -> str:
     ptype, r, size, ctype = TYPES[t]
-    body = [*element_address("%rd20", "%rd11", "%rd0", size),
-            *element_address("%rd22", "%rd10", "%rd0", size),
+    body = [*addresses(size, [("%rd20", "%rd11", "x[i]"), ("%rd22", "%rd10", "out[i]")]),
             (f"ld.global.{ptype}   {r}0, [%rd20];", "x[i]"),
             *_unary_body(op, t, f"{r}2", f"{r}0"),
             (f"st.global.{ptype}   [%rd22], {r}2;", "out[i] = the result")]
@@ -131,8 +128,7 @@ def compare(op: str, t: str) -> str:
     # floats: the ordered comparisons are false for NaN, != is the unordered neu (true for
     # NaN), as in compare_f32.ptx and IEEE 754
     cmp = "neu" if (op == "ne" and t == "f64") else op
-    body = [*element_address("%rd20", "%rd11", "%rd0", size),
-            *element_address("%rd21", "%rd12", "%rd0", size),
+    body = [*addresses(size, [("%rd20", "%rd11", "a[i]"), ("%rd21", "%rd12", "b[i]")]),
             (f"ld.global.{ptype}   {r}0, [%rd20];", "a[i]"),
             (f"ld.global.{ptype}   {r}1, [%rd21];", "b[i]"),
             (f"setp.{cmp}.{ptype}    %p2, {r}0, {r}1;", f"p2 = {COMPARE[op][1]}"),
@@ -169,9 +165,7 @@ def where(bits: str) -> str:
     body = [("add.u64         %rd20, %rd11, %rd0;", "rd20 = &cond[i] (one byte per element)"),
             ("ld.global.u8    %rs4, [%rd20];", "cond[i], zero-extended"),
             ("setp.ne.u16     %p2, %rs4, 0;", "p2 = (cond[i] != 0): any nonzero byte is true"),
-            *element_address("%rd21", "%rd12", "%rd0", size),
-            *element_address("%rd22", "%rd13", "%rd0", size),
-            *element_address("%rd23", "%rd10", "%rd0", size),
+            *addresses(size, [("%rd21", "%rd12", "a[i]"), ("%rd22", "%rd13", "b[i]"), ("%rd23", "%rd10", "out[i]")]),
             (f"ld.global.{mtype}   {r}0, [%rd21];", "a[i] (both are read: no divergent loads)"),
             (f"ld.global.{mtype}   {r}1, [%rd22];", "b[i]"),
             (f"selp.{rtype}       {r}2, {r}0, {r}1, %p2;", "p2 ? a[i] : b[i], bits unchanged"),
@@ -202,9 +196,7 @@ ONE, HALF, INF, NINF, NAN = "0f3F800000", "0f3F000000", "0f7F800000", "0fFF80000
 
 
 def pow_body() -> list:
-    return [*element_address("%rd20", "%rd11", "%rd0", 4),
-            *element_address("%rd21", "%rd12", "%rd0", 4),
-            *element_address("%rd22", "%rd10", "%rd0", 4),
+    return [*addresses(4, [("%rd20", "%rd11", "x[i]"), ("%rd21", "%rd12", "y[i]"), ("%rd22", "%rd10", "out[i]")]),
             ("ld.global.f32   %f0, [%rd20];", "f0 = x = base"),
             ("ld.global.f32   %f1, [%rd21];", "f1 = y = exponent"),
             ("abs.f32         %f2, %f0;", "f2 = |x|"),

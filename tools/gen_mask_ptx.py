@@ -55,16 +55,16 @@ def kernel(what: str, width: str) -> str:
     size, mtype, r = WIDTHS[width]
     if what == "select":
         params = ["out", "x", "mask"]
-        move = [*element_address("%rd21", "%rd11", "%rd0", size),
-                *element_address("%rd22", "%rd10", "%rd3", size),
+        move = [*element_address("%rd21", "%rd11", "%rd0", size, "x[i]"),
+                *element_address("%rd22", "%rd10", "%rd3", size, "out[rank]"),
                 (f"@%p2 ld.global.{mtype} {r}8, [%rd21];", "a true element: load x[i]"),
                 (f"@%p2 st.global.{mtype} [%rd22], {r}8;", "and store it at out[rank]")]
         summary = "out[k] = x[i] for the k-th i with mask[i] true"
         decl = [("out", "void* out (as many elements as mask has true)"), ("x", "const void* x (n elements)")]
     else:
         params = ["out", "src", "mask"]
-        move = [*element_address("%rd21", "%rd11", "%rd3", size),
-                *element_address("%rd22", "%rd10", "%rd0", size),
+        move = [*element_address("%rd21", "%rd11", "%rd3", size, "src[rank]"),
+                *element_address("%rd22", "%rd10", "%rd0", size, "out[i]"),
                 (f"mov.{'u16' if width == 'b8' else mtype:<11} {r}8, 0;", "zero, for a false element"),
                 (f"@%p2 ld.global.{mtype} {r}8, [%rd21];", "a true element: src[rank]"),
                 (f"@%p1 st.global.{mtype} [%rd22], {r}8;", "out[i] = that (or zero), for i < n")]

@@ -58,12 +58,22 @@ def lines(pairs) -> str:
     return "\n".join(out)
 
 
-def element_address(dst: str, base: str, index: str, size: int) -> list:
+def element_address(dst: str, base: str, index: str, size: int, name: str = "the element") -> list:
     """dst = &base[index] for elements of `size` bytes (64-bit arithmetic)."""
     if size == 1:
-        return [(f"add.u64         {dst}, {base}, {index};", f"{dst} = &{base}[i] (one byte per element)")]
-    return [(f"shl.b64         {dst}, {index}, {SHIFT[size]};", f"{dst} = i * {size}: byte offset"),
-            (f"add.u64         {dst}, {base}, {dst};", f"{dst} = the element's address")]
+        return [(f"add.u64         {dst}, {base}, {index};", f"{dst} = &{name} (one byte per element)")]
+    return [(f"shl.b64         {dst}, {index}, {SHIFT[size]};", f"{dst} = index * {size}: byte offset"),
+            (f"add.u64         {dst}, {base}, {dst};", f"{dst} = &{name}")]
+
+
+def addresses(size: int, targets, index: str = "%rd0", offset: str = "%rd19") -> list:
+    """One byte offset of element `index`, then dst = &base[index] for each (dst, base, name)
+    of targets: operands of one element size share the shift."""
+    if size == 1:
+        return [(f"add.u64         {dst}, {base}, {index};", f"{dst} = &{name} (one byte per element)")
+                for dst, base, name in targets]
+    return [(f"shl.b64         {offset}, {index}, {SHIFT[size]};", f"{offset[1:]} = i * {size}: the byte offset of element i"),
+            *[(f"add.u64         {dst}, {base}, {offset};", f"{dst[1:]} = &{name}") for dst, base, name in targets]]
 
 
 def banner(name: str, summary: str) -> str:
