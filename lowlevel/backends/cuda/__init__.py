@@ -2,8 +2,11 @@
 
     launch.py        launching a kernel of ptx/ on the current stream; telling the caching
                      allocator which streams use a tensor
-    layout.py        contiguous copies of strided views, broadcasting, casts, host <-> device
-    elementwise.py   add sub mul div maximum neg relu exp (float32, float16)
+    layout.py        contiguous copies of strided views, broadcasting, casts (every pair of dtypes),
+                     host <-> device
+    elementwise.py   add sub mul div maximum minimum neg relu exp abs sqrt pow ... (float32, float16;
+                     the arithmetic also int32, int64, float64)
+    compare.py       comparisons (-> bool), where (every dtype), copy_ into strided views
     reductions.py    sum max mean softmax (float32), by rows
     dtype_reductions.py  the other dtypes' reductions, argmax, argmin
     masks.py         t[mask] (masked_select) and its gradient's scatter
