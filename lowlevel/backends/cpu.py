@@ -71,10 +71,13 @@ def copy_(dst, src):
 @register_kernel("sum", CPU)
 def sum_(x, dim, keepdim):
     v = values(x)
-    # Integers sum in int64 as numpy does; floats in their own precision (float32 pairwise).
-    # inf + -inf is NaN, as on a GPU: no RuntimeWarning for the user.
+    # Integers sum in int64 as numpy does (then wrap to the dtype); floats in their own
+    # precision (float32 pairwise), except float16, which accumulates in float32 and rounds
+    # once at the end, as the CUDA backend and PyTorch do (bfloat16's values are float32
+    # already). inf + -inf is NaN, as on a GPU: no RuntimeWarning for the user.
+    acc = (np.float32 if x.dtype is dt.float16 else v.dtype) if x.dtype.is_float else None
     with np.errstate(all="ignore"):
-        return result(np.sum(v, axis=dim, keepdims=keepdim, dtype=v.dtype if x.dtype.is_float else None), x)
+        return result(np.sum(v, axis=dim, keepdims=keepdim, dtype=acc), x)
 
 
 @register_kernel("mean", CPU)
@@ -146,3 +149,11 @@ def masked_select(x, mask):
     v = values(x)
     shape = np.broadcast_shapes(v.shape, mask.shape)
     return result(np.broadcast_to(v, shape)[np.broadcast_to(values(mask), shape)], x)
+
+
+@register_kernel("masked_scatter", CPU)
+def masked_scatter(src, mask):
+    """A tensor of mask's shape: src's elements, in order, where mask is true, zeros elsewhere."""
+    out = np.zeros(mask.shape, dtype=values(src).dtype)
+    out[values(mask)] = values(src)
+    return result(out, src)

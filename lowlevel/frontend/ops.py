@@ -280,6 +280,10 @@ def min(x, dim=None, keepdim=False) -> Tensor:      # noqa: A001
     """The smallest value (over everything, or along dim); NaN if any is NaN."""
     if not isinstance(x, Tensor):
         raise TypeError(f"min: expected a tensor, got {type(x).__name__}")
+    if x.dtype.name in ("int32", "int64"):
+        # -x wraps at the most negative integer (min([-2^31, 0]) would be 0): -1 - x is an
+        # order-reversing map of the integers onto themselves that never overflows
+        return sub(-1, max(sub(-1, x), dim, keepdim))
     return neg(max(neg(x), dim, keepdim))
 
 
@@ -348,6 +352,16 @@ def masked_select(x, mask) -> Tensor:
         refuse_while_capturing("masked_select (t[mask])", "the size of its result is the count of true "
                                "elements, which the host must read from the GPU")
     return call("masked_select", x, mask)
+
+
+def masked_scatter(src, mask) -> Tensor:
+    """The inverse of masked_select (its gradient): a tensor of mask's shape holding src's
+    elements in order where the bool mask is true, zeros elsewhere."""
+    if not isinstance(src, Tensor) or not isinstance(mask, Tensor) or mask.dtype.name != "bool":
+        raise TypeError(f"masked_scatter: needs a tensor and a bool mask, got {_describe(src)} and {_describe(mask)}")
+    if src.ndim != 1:
+        raise ValueError(f"masked_scatter: src must be 1-D (one element per true mask element), got {src.shape}")
+    return call("masked_scatter", src, mask)
 
 
 _plain_getitem = Tensor.__getitem__

@@ -2,9 +2,14 @@
 
     launch.py        launching a kernel of ptx/ on the current stream; telling the caching
                      allocator which streams use a tensor
-    layout.py        contiguous copies of strided views, broadcasting, casts, host <-> device
-    elementwise.py   add sub mul div maximum neg relu exp (float32, float16)
+    layout.py        contiguous copies of strided views, broadcasting, casts (every pair of dtypes),
+                     host <-> device
+    elementwise.py   add sub mul div maximum minimum neg relu exp abs sqrt pow ... (float32, float16;
+                     the arithmetic also int32, int64, float64)
+    compare.py       comparisons (-> bool), where (every dtype), copy_ into strided views
     reductions.py    sum max mean softmax (float32), by rows
+    dtype_reductions.py  the other dtypes' reductions, argmax, argmin
+    masks.py         t[mask] (masked_select) and its gradient's scatter
     matmul.py        matmul on cuBLAS (float32, float64, float16, bfloat16)
     matmul_ptx.py    or on the handwritten sgemm_tiled / hgemm_mma: matmul_library("ptx")
 
@@ -18,7 +23,7 @@ handwritten kernels of ptx/ instead of cuBLAS.
 import sys
 import types
 
-from . import compare, elementwise, layout, matmul, reductions  # noqa: F401  (each registers its kernels)
+from . import compare, dtype_reductions, elementwise, layout, masks, matmul, reductions  # noqa: F401  (each registers its kernels)
 from .matmul_ptx import matmul_library  # noqa: F401  (lowlevel.backends.cuda.matmul_library)
 
 

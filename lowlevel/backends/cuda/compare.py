@@ -1,8 +1,11 @@
-"""The CUDA backend's comparisons (float32 -> bool), where (float32), and copy_: writing
-into a strided view (the kernels of ptx/compare_f32.ptx and ptx/strided_store.ptx).
+"""The CUDA backend's comparisons (-> bool), where, and copy_: writing into a strided view
+(the kernels of ptx/compare_f32.ptx, the generated compare_{i32,i64,f64}.ptx and
+where_bits.ptx, and ptx/strided_store.ptx).
 
-Comparisons and where exist for float32 only: another dtype finds no kernel here and the
-dispatcher's NotImplementedError names the op and the dtype (no silent host round trip).
+Comparisons run for float32, float64, int32 and int64, and for float16 and bfloat16 by
+widening both operands to float32 first (exact, so the comparison is too); where for every
+dtype, by the width of its elements. Another dtype finds no kernel here and the dispatcher's
+NotImplementedError names the op and the dtype (no silent host round trip).
 """
 import struct
 
@@ -11,11 +14,14 @@ from ...frontend import dtypes as dt
 from ...frontend.creation import empty
 from ...frontend.shapes import broadcast_shapes
 from ...frontend.tensor import Tensor
-from .launch import BLOCK, grid_for, launch
-from .layout import MAX_DIMS, materialize
+from .launch import BLOCK, grid_for, launch, suffix
+from .layout import MAX_DIMS, cast, materialize
 
 _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 _STORE_KERNEL = {2: "strided_store_b16", 4: "strided_store_b32", 8: "strided_store_b64"}
+
+
+_HALVES = (dt.float16, dt.bfloat16)       # compared as float32: widening is exact
 
 
 def _compare_kernel(op: str):
@@ -24,22 +30,31 @@ def _compare_kernel(op: str):
         out = empty(shape, dtype=dt.bool_, device=a.device)
         n = out.numel()
         if n:
-            launch("compare_f32", f"{op}_f32", grid_for(n), BLOCK, (out, materialize(a, shape), materialize(b, shape), n))
+            if a.dtype in _HALVES:
+                a, b = cast(a, dt.float32), cast(b, dt.float32)
+            sfx = suffix(a)
+            launch(f"compare_{sfx}", f"{op}_{sfx}", grid_for(n), BLOCK,
+                   (out, materialize(a, shape), materialize(b, shape), n))
         return out
     return kernel
 
 
 for _op in _COMPARE:
-    register_kernel(_op, CUDA, _compare_kernel(_op), dtypes=[dt.float32], name=_op)
+    register_kernel(_op, CUDA, _compare_kernel(_op), dtypes=[dt.float32, dt.float64, dt.int32, dt.int64, *_HALVES],
+                    name=_op)
+
+# where moves raw bits: one kernel per element width
+_WHERE_KERNEL = {1: ("where_bits", "where_b8"), 2: ("where_bits", "where_b16"), 4: ("compare_f32", "where_f32"),
+                 8: ("where_bits", "where_b64")}
 
 
-@register_kernel("where", CUDA, dtypes=[dt.float32])
+@register_kernel("where", CUDA, dtypes=dt.ALL)
 def where(a: Tensor, b: Tensor, cond: Tensor) -> Tensor:
     shape = broadcast_shapes("where", broadcast_shapes("where", a.shape, b.shape), cond.shape)
     out = empty(shape, dtype=a.dtype, device=a.device)
     n = out.numel()
     if n:
-        launch("compare_f32", "where_f32", grid_for(n), BLOCK,
+        launch(*_WHERE_KERNEL[a.dtype.itemsize], grid_for(n), BLOCK,
                (out, materialize(cond, shape), materialize(a, shape), materialize(b, shape), n))
     return out
 

@@ -15,7 +15,8 @@ from .. import ptx
 
 BLOCK = 256
 MAX_GRID = 2048          # grid-stride kernels need no more blocks than this to fill a GPU
-SUFFIX = {dt.float32: "f32", dt.float16: "f16"}
+SUFFIX = {dt.float32: "f32", dt.float16: "f16", dt.float64: "f64", dt.int32: "i32", dt.int64: "i64",
+          dt.bfloat16: "bf16", dt.bool_: "bool"}
 
 
 def record_uses(tensors, stream) -> None:
@@ -105,5 +106,5 @@ def rows_grid(rows: int) -> int:
 
 
 def suffix(t: Tensor) -> str:
-    """"f32" or "f16": the element-wise kernels exist for those two dtypes only."""
+    """The suffix of t's dtype in kernel and file names (f32, f16, f64, i32, i64, bf16, bool)."""
     return SUFFIX[t.dtype]

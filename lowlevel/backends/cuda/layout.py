@@ -7,10 +7,9 @@ import struct
 from ...cuda import current_stream, memcpy_dtoh_async
 from ...cuda.graph import refuse_while_capturing
 from ...dispatch import CUDA, call, register_kernel
-from ...frontend import dtypes as dt
 from ...frontend.creation import empty, from_numpy_values
 from ...frontend.tensor import Tensor
-from .launch import BLOCK, grid_for, launch, record_uses
+from .launch import BLOCK, SUFFIX, grid_for, launch, record_uses, suffix
 
 _COPY_KERNEL = {1: "strided_copy_b8", 2: "strided_copy_b16", 4: "strided_copy_b32", 8: "strided_copy_b64"}
 MAX_DIMS = 6
@@ -50,24 +49,27 @@ def rows_last(x: Tensor, dim: int) -> tuple[Tensor, list]:
 
 
 # ---- casts and copies ----------------------------------------------------------------------------------
-_CASTS = {(dt.float32, dt.float16): "cast_f32_f16", (dt.float16, dt.float32): "cast_f16_f32",
-          (dt.float32, dt.float64): "cast_f32_f64", (dt.float64, dt.float32): "cast_f64_f32",
-          (dt.int32, dt.float32): "cast_i32_f32", (dt.float32, dt.int32): "cast_f32_i32",
-          (dt.float32, dt.bfloat16): "cast_f32_bf16", (dt.bfloat16, dt.float32): "cast_bf16_f32"}
-# the module of each cast kernel: ptx/tensor_ops.ptx, except bfloat16's (ptx/cast_bf16.ptx)
-_CAST_MODULE = {"cast_f32_bf16": "cast_bf16", "cast_bf16_f32": "cast_bf16"}
+# Every pair of dtypes converts on the device, by cast_<from>_<to>: the handwritten kernels of
+# ptx/tensor_ops.ptx and ptx/cast_bf16.ptx, the other pairs generated into ptx/cast_all.ptx by
+# tools/gen_cast_ptx.py (its header gives the rules: numpy's and PyTorch's; float -> int
+# truncates, and where that is undefined in C, PTX's cvt.rzi gives NaN -> 0 and saturates).
+_HANDWRITTEN = {("f32", "f16"): "tensor_ops", ("f16", "f32"): "tensor_ops", ("f32", "f64"): "tensor_ops",
+                ("f64", "f32"): "tensor_ops", ("i32", "f32"): "tensor_ops", ("f32", "i32"): "tensor_ops",
+                ("f32", "bf16"): "cast_bf16", ("bf16", "f32"): "cast_bf16"}
+
+
+def suffix_of(dtype) -> str:
+    return SUFFIX[dtype]
 
 
 @register_kernel("cast", CUDA)
 def cast(x: Tensor, dtype) -> Tensor:
-    name = _CASTS.get((x.dtype, dtype))
-    if name is None:
-        known = ", ".join(f"{a.name}->{b.name}" for a, b in _CASTS)
-        raise NotImplementedError(f"no CUDA cast from {x.dtype.name} to {dtype.name} (there are: {known})")
+    pair = (suffix(x), suffix_of(dtype))
     out = empty(x.shape, dtype=dtype, device=x.device)
     n = out.numel()
     if n:
-        launch(_CAST_MODULE.get(name, "tensor_ops"), name, grid_for(n), BLOCK, (out, materialize(x, x.shape), n))
+        launch(_HANDWRITTEN.get(pair, "cast_all"), f"cast_{pair[0]}_{pair[1]}", grid_for(n), BLOCK,
+               (out, materialize(x, x.shape), n))
     return out
 
 

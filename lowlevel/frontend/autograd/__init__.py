@@ -4,9 +4,10 @@ and running their backward formulas.
     mode.py       no_grad, enable_grad, is_grad_enabled (per thread)
     graph.py      Node, saved tensors with version checks, AccumulateGrad, the backward pass
     formulas.py   one backward formula per differentiable op, written with the frontend ops
-    formulas_math.py  those of sqrt ... sigmoid, abs, minimum, pow
+    formulas_math.py  those of sqrt ... sigmoid, abs, minimum, pow, t[mask]
     record.py     the Autograd dispatch key's kernel (a fallback for every op), the view
                   hook, the in-place hooks, and Tensor.backward / detach / requires_grad_
+    views.py      in-place ops on views: the base's CopySlices node, stale views made again
 
 It sits in the frontend because its formulas are frontend ops (as PyTorch's derivatives
 are ATen ops): a gradient is computed by dispatched calls, on the device of the tensors.

@@ -1,6 +1,7 @@
-"""Backward formulas of the math ops (sqrt ... sigmoid, abs, minimum, pow), registered into
+"""Backward formulas of the math ops (sqrt ... sigmoid, abs, minimum, pow) and of t[mask], registered into
 formulas.FORMULAS like the others and written with the frontend's dispatched ops."""
 from .. import ops
+from ..shapes import broadcast_shapes
 from .formulas import formula, sum_to
 
 
@@ -69,3 +70,13 @@ def pow_(node, g):
     gx = g * e * ops.pow(x, e - 1.0)            # d x^e / dx = e x^(e-1)
     ge = g * out * ops.log(x)                   # d x^e / de = x^e log x (NaN for x < 0, as in PyTorch)
     return sum_to(gx, x.shape), sum_to(ge, e.shape)
+
+
+@formula("masked_select", save="inputs")
+def masked_select(node, g):
+    # t[mask] picked elements out of x (broadcast to the mask's shape): their gradients go
+    # back to where they came from, zeros elsewhere, then summed back over the broadcast
+    x, mask = node.saved()
+    shape = broadcast_shapes("masked_select", x.shape, mask.shape)
+    scattered = ops.masked_scatter(g, mask if mask.shape == shape else mask.expand(shape))
+    return sum_to(scattered, x.shape), None

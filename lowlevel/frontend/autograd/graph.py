@@ -7,7 +7,7 @@ that requires grad, or None. backward() runs the nodes in reverse topological or
 the output, summing the gradients that meet at a node before running it, and accumulates
 into the leaves' .grad. Unless retain_graph, the saved tensors are freed on the way.
 """
-from .mode import no_grad
+from .mode import enable_grad, no_grad
 
 FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they "
          "have already been freed). Saved intermediate values of the graph are freed when you call .backward() "
@@ -83,10 +83,16 @@ class AccumulateGrad:
         return "<AccumulateGrad>"
 
 
+# Set by views.py: makes a view's node again when its base's history changed in place.
+refresh_view = None
+
+
 def edge_of(t):
     """Where a gradient for input t goes: its node, its leaf accumulator, or nowhere."""
     if not t.requires_grad:
         return None
+    if t.view_base is not None and refresh_view is not None:
+        refresh_view(t)
     if t.grad_fn is not None:
         return t.grad_fn
     acc = getattr(t, "grad_accumulator", None)
@@ -110,12 +116,14 @@ def _dependencies(root) -> dict:
     return deps
 
 
-def run_backward(root, grad, retain_graph: bool) -> None:
-    """Send `grad` back from the node `root` to every leaf it reaches."""
+def run_backward(root, grad, retain_graph: bool, create_graph: bool = False) -> None:
+    """Send `grad` back from the node `root` to every leaf it reaches. With create_graph the
+    formulas (ordinary dispatched ops) are recorded too, so the gradients have a history of
+    their own and can be differentiated again (double backward)."""
     deps = _dependencies(root)
     pending = {root: grad}
     ready = [root]
-    with no_grad():
+    with enable_grad() if create_graph else no_grad():
         while ready:
             node = ready.pop()
             g = pending.pop(node, None)

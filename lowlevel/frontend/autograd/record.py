@@ -12,6 +12,7 @@ from ..creation import ones
 from ..ops import clone
 from ..tensor import Tensor
 from . import formulas_math  # noqa: F401  (registers the math ops' formulas)
+from . import views
 from .formulas import FORMULAS, NOT_DIFFERENTIABLE, view_backward
 from .graph import Node, edge_of, run_backward
 from .mode import recording
@@ -51,6 +52,7 @@ def record_view(base: Tensor, view: Tensor, how) -> None:
     node = Node(f"{how[0].capitalize()}ViewBackward", view_backward(how), [base])
     node.is_view = True
     view.grad_fn, view.requires_grad = node, True
+    view.base_grad_fn = view.view_base.grad_fn       # views.refresh: has the base changed since?
 
 
 tensor_module.view_hook = record_view
@@ -63,18 +65,20 @@ def records_inplace(dst: Tensor, other) -> bool:
         return False
     if dst.requires_grad and dst.grad_fn is None:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-    if dst.view_base is not None:
-        # PyTorch rebases the base's history too (CopySlices); lowlevel does not, and would
-        # otherwise give the base a wrong gradient: refuse rather than be silently wrong.
-        raise NotImplementedError("an in-place operation on a view, where gradients are recorded, is not "
-                                  "supported by lowlevel's autograd; clone() the view (or its base) first")
+    base = dst.view_base
+    if base is not None and base.requires_grad and base.grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     return True
 
 
 def rebase_history(dst: Tensor, values: Tensor) -> None:
-    """dst now holds `values`: it takes their history (the in-place op's node)."""
+    """dst now holds `values`: it takes their history (the in-place op's node); a view's base
+    takes a CopySlices node (views.py), and the view a view of that."""
     if values.requires_grad and (values.grad_fn is None or values is dst):
         values = clone(values)                       # a node of its own, leading to the leaf
+    if dst.view_base is not None:
+        views.copy_slices(dst.view_base, dst, values)
+        return
     if values.shape != dst.shape:
         values = values.expand(dst.shape)
     dst.grad_fn, dst.requires_grad = values.grad_fn, values.requires_grad
@@ -97,8 +101,10 @@ def detach(self: Tensor) -> Tensor:
     return Tensor(self.storage, self.shape, self.strides, self.offset, self.dtype)
 
 
-def backward(self: Tensor, gradient=None, retain_graph=None) -> None:
-    """Gradients of self with respect to every leaf that requires grad, summed into .grad."""
+def backward(self: Tensor, gradient=None, retain_graph=None, create_graph=False) -> None:
+    """Gradients of self with respect to every leaf that requires grad, summed into .grad.
+    create_graph records the backward's own ops (the .grad tensors then have a history, for
+    a double backward); it implies retain_graph unless that is given, as in PyTorch."""
     if not self.requires_grad:
         raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
     if gradient is None:
@@ -108,7 +114,9 @@ def backward(self: Tensor, gradient=None, retain_graph=None) -> None:
     elif gradient.shape != self.shape:
         raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {list(gradient.shape)} and "
                            f"output[0] has a shape of {list(self.shape)}.")
-    run_backward(edge_of(self), gradient, bool(retain_graph))
+    if retain_graph is None:
+        retain_graph = create_graph
+    run_backward(edge_of(self), gradient, bool(retain_graph), bool(create_graph))
 
 
 for _name, _fn in {"requires_grad_": requires_grad_, "detach": detach, "backward": backward}.items():
