@@ -20,6 +20,11 @@ ENUMS = {  # C enum type -> Python dict name
     "CUstreamCaptureStatus": "STREAM_CAPTURE_STATUS",
     "CUgraphNodeType": "GRAPH_NODE_TYPE",
     "CUgraphExecUpdateResult": "GRAPH_EXEC_UPDATE_RESULT",
+    "CUpointer_attribute": "POINTER_ATTRIBUTE",
+    "CUmemorytype": "MEMORY_TYPE",
+    "CUlimit": "LIMIT",
+    "CUmem_advise": "MEM_ADVISE",
+    "CUmemLocationType": "MEM_LOCATION_TYPE",
 }
 
 

@@ -55,6 +55,9 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuMemsetD32":                ("cuMemsetD32_v2", (CUdeviceptr, c_uint, c_size_t)),
     "cuMemsetD8Async":            ("cuMemsetD8Async", (CUdeviceptr, c_ubyte, c_size_t, handle)),
     "cuMemsetD32Async":           ("cuMemsetD32Async", (CUdeviceptr, c_uint, c_size_t, handle)),
+    # pointer attributes (CUpointer_attribute: a C enum, an int)
+    "cuPointerGetAttribute":      ("cuPointerGetAttribute", (ptr, c_int, CUdeviceptr)),
+    "cuPointerGetAttributes":     ("cuPointerGetAttributes", (c_uint, ptr, ptr, CUdeviceptr)),
     # modules and functions
     "cuModuleLoadData":           ("cuModuleLoadData", (ptr, ptr)),
     "cuModuleLoadDataEx":         ("cuModuleLoadDataEx", (ptr, ptr, c_uint, ptr, ptr)),

@@ -3,6 +3,7 @@
     entry.py      CFunctions (a table of C functions and its decorator), write_out, Ctrl-C
     context.py    state: cuInit, versions, errors, the device, its primary context
     memory.py     cuMemAlloc/Free, pinned host memory, copies, memsets
+    pointer.py    cuPointerGetAttribute(s): the owner and kind of any address
     modules.py    cuModuleLoad*, functions, globals, cuFuncGetAttribute/ParamInfo
     launch.py     cuLaunchKernel: parameters, configuration checks, the launch queued
     streams.py    cuStream*, cuEvent*, cuLaunchHostFunc
@@ -16,6 +17,7 @@
 Importing this package registers every driver function (functions() lists them).
 """
 from . import graphs, launch, memory, modules, streams  # noqa: F401  (they register their C functions)
+from . import pointer  # noqa: F401
 from .context import error_details, functions, last_launch_stats, thread_instructions
 from .entry import pending_interrupt
 

@@ -86,8 +86,9 @@ class Context:
     orders against the legacy stream and cuCtxSynchronize still waits for it.
     """
 
-    def __init__(self, handle: int):
+    def __init__(self, handle: int, ordinal: int = 0):
         self.handle = handle
+        self.ordinal = ordinal                  # the device it belongs to
         self.refcount = 0
         self.lock = threading.RLock()
         self.memory = DeviceMemory(device.memory_size())
@@ -98,6 +99,9 @@ class Context:
         self.modules: dict = {}                 # handle -> modules.Module
         self.functions: dict = {}               # handle -> modules.Function
         self.pinned: dict[int, ctypes.Array] = {}      # host address -> buffer (cuMemAllocHost)
+        self.registered: dict[int, int] = {}    # host address -> size (cuMemHostRegister)
+        self.managed: set[int] = set()          # starts of cuMemAllocManaged allocations
+        self.buffer_ids: dict[int, int] = {}    # allocation start -> CU_POINTER_ATTRIBUTE_BUFFER_ID
         self.sticky: tuple[int, str] | None = None
         self.captures: list = []                # active capture.Capture sequences
         self.graphs: dict = {}                  # handle -> capture.Graph
@@ -180,7 +184,9 @@ class Context:
         for start, buf in list(self.pinned.items()):
             if start <= address and address + nbytes <= start + ctypes.sizeof(buf):
                 return True
-        return False
+        # memory pinned by cuMemHostRegister is page-locked as well
+        return any(start <= address and address + nbytes <= start + size
+                   for start, size in list(self.registered.items()))
 
     def synchronize(self) -> None:
         for s in self.all_streams():
@@ -334,7 +340,7 @@ def cuDevicePrimaryCtxRetain(ctx_out, dev):
     with _state_lock:
         ctx = _contexts.get(dev)
         if ctx is None:
-            ctx = _contexts[dev] = Context(_PRIMARY_HANDLE + dev * 0x1000000)
+            ctx = _contexts[dev] = Context(_PRIMARY_HANDLE + dev * 0x1000000, dev)
         ctx.refcount += 1
     write_out(ctypes.c_void_p, ctx_out, ctx.handle)
 
@@ -353,7 +359,7 @@ def _release(dev: int, reset: bool) -> None:
             del _contexts[dev]
             if reset and ctx.refcount > 0:          # the retainers keep a fresh, clean context
                 # with the same handle: threads it is current on now reach the fresh one
-                fresh = _contexts[dev] = Context(ctx.handle)
+                fresh = _contexts[dev] = Context(ctx.handle, dev)
                 fresh.refcount = ctx.refcount
             elif getattr(_thread, "context", None) is ctx:
                 _thread.context = None

@@ -6,6 +6,7 @@ from .capture import refuse_unsafe
 from .context import Context, api, current
 from .entry import write_out
 from .errors import EmuError
+from .pointer import forget_allocation, note_allocation
 
 
 @api
@@ -20,11 +21,13 @@ def _alloc(ctx: Context, nbytes: int) -> int:
     if nbytes == 0:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "cannot allocate 0 bytes")
     try:
-        return ctx.memory.alloc(nbytes)
+        address = ctx.memory.alloc(nbytes)
     except OutOfMemory:
         raise EmuError("CUDA_ERROR_OUT_OF_MEMORY",
                        f"{nbytes} bytes requested, {ctx.memory.size - ctx.memory.used()} free "
                        f"(set LOWLEVEL_EMU_MEMORY for a larger emulated device)")
+    note_allocation(ctx, address)
+    return address
 
 
 @api
@@ -52,6 +55,7 @@ def cuMemFree(dptr):
     # cuMemFree synchronises: work still using the memory finishes first.
     ctx.synchronize()
     _check_freeable(ctx, dptr)
+    forget_allocation(ctx, dptr)
     ctx.memory.free(dptr)
 
 
@@ -79,6 +83,7 @@ def cuMemAllocHost(host_out, nbytes):
         # The host cannot lock (here: hold) that much, as the driver reports it.
         raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", f"cannot allocate {nbytes} bytes of page-locked host memory")
     ctx.pinned[ctypes.addressof(buf)] = buf
+    note_allocation(ctx, ctypes.addressof(buf))
     write_out(ctypes.c_void_p, host_out, ctypes.addressof(buf))
 
 
@@ -89,6 +94,7 @@ def cuMemFreeHost(host):
     ctx.synchronize()
     if ctx.pinned.pop(host, None) is None:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{host:#x} was not allocated by cuMemAllocHost")
+    forget_allocation(ctx, host)
 
 
 @api
@@ -108,7 +114,11 @@ def cuMemFreeAsync(dptr, stream):
     ctx = current()
     s = ctx.stream(stream)
     _check_freeable(ctx, dptr)
-    ctx.submit(s, lambda: ctx.memory.free(dptr), "cuMemFreeAsync")
+
+    def free():
+        forget_allocation(ctx, dptr)
+        ctx.memory.free(dptr)
+    ctx.submit(s, free, "cuMemFreeAsync")
 
 
 def _device_range(ctx: Context, dptr: int, nbytes: int, what: str) -> None:
