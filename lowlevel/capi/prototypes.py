@@ -7,7 +7,7 @@ Pointers are declared `c_void_p` (callers pass `byref(x)`, buffers or ints); dev
 (CUdeviceptr) are 64-bit integers, which is what they are in C.
 """
 import ctypes
-from ctypes import c_char_p, c_int, c_size_t, c_uint, c_uint64, c_ubyte, c_void_p
+from ctypes import c_char_p, c_int, c_size_t, c_uint, c_uint64, c_ubyte, c_ushort, c_void_p
 
 CUresult = c_int
 CUdevice = c_int
@@ -55,6 +55,16 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuMemsetD32":                ("cuMemsetD32_v2", (CUdeviceptr, c_uint, c_size_t)),
     "cuMemsetD8Async":            ("cuMemsetD8Async", (CUdeviceptr, c_ubyte, c_size_t, handle)),
     "cuMemsetD32Async":           ("cuMemsetD32Async", (CUdeviceptr, c_uint, c_size_t, handle)),
+    # pitched memory (CUDA_MEMCPY2D/3D: lowlevel/capi/structs.py, passed by pointer)
+    "cuMemAllocPitch":            ("cuMemAllocPitch_v2", (ptr, ptr, c_size_t, c_size_t, c_uint)),
+    "cuMemcpy2D":                 ("cuMemcpy2D_v2", (ptr,)),
+    "cuMemcpy2DAsync":            ("cuMemcpy2DAsync_v2", (ptr, handle)),
+    "cuMemcpy3D":                 ("cuMemcpy3D_v2", (ptr,)),
+    "cuMemcpy3DAsync":            ("cuMemcpy3DAsync_v2", (ptr, handle)),
+    "cuMemsetD16":                ("cuMemsetD16_v2", (CUdeviceptr, c_ushort, c_size_t)),
+    "cuMemsetD16Async":           ("cuMemsetD16Async", (CUdeviceptr, c_ushort, c_size_t, handle)),
+    "cuMemsetD2D32":              ("cuMemsetD2D32_v2", (CUdeviceptr, c_size_t, c_uint, c_size_t, c_size_t)),
+    "cuMemsetD2D32Async":         ("cuMemsetD2D32Async", (CUdeviceptr, c_size_t, c_uint, c_size_t, c_size_t, handle)),
     # pointer attributes (CUpointer_attribute: a C enum, an int)
     "cuPointerGetAttribute":      ("cuPointerGetAttribute", (ptr, c_int, CUdeviceptr)),
     "cuPointerGetAttributes":     ("cuPointerGetAttributes", (c_uint, ptr, ptr, CUdeviceptr)),

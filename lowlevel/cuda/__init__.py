@@ -6,6 +6,7 @@
     checked.py       integer arguments range-checked before they become C values
     context.py       devices, the primary context, resets (on_reset), finalizer safety
     memory.py        device and pinned memory, copies, memsets
+    pitched.py       pitched 2-D/3-D memory: cuMemAllocPitch, cuMemcpy2D/3D, 2-D memsets
     pointer.py       what the driver knows about an address (cuPointerGetAttribute)
     stream.py        streams, events, host callbacks
     graph.py         CUDA graphs: capture(stream) -> Graph, GraphExec (replay, update)
@@ -27,6 +28,7 @@ from .memory import (DeviceAllocation, mem_alloc, mem_alloc_async, mem_get_info,
                      memcpy_dtod_async, memcpy_dtoh, memcpy_dtoh_async, memcpy_htod, memcpy_htod_async,
                      memset_d8, memset_d32, pinned_empty)
 from .graph import Graph, GraphExec, capture
+from .pitched import PitchedAllocation, alloc_pitch, copy_2d, copy_3d, memset_d2d32, memset_d16
 from .pointer import PointerAttributes, pointer_attribute, pointer_attributes
 from .module import Function, Module
 from .stream import Event, Stream, current_stream, stream
@@ -47,4 +49,5 @@ __all__ = [
     "memcpy_htod_async", "memset_d8", "memset_d32", "pinned_empty", "real_driver_status",
     "reset_device", "synchronize", "use_driver", "stream", "current_stream", "memory_stats", "empty_cache",
     "PointerAttributes", "pointer_attribute", "pointer_attributes",
+    "PitchedAllocation", "alloc_pitch", "copy_2d", "copy_3d", "memset_d16", "memset_d2d32",
 ]

@@ -72,6 +72,7 @@ def attributes() -> dict[int, int]:
         "GLOBAL_MEMORY_BUS_WIDTH": 5120,
         "L2_CACHE_SIZE": 50 * 1024 * 1024,
         "TEXTURE_ALIGNMENT": 512,
+        "TEXTURE_PITCH_ALIGNMENT": 32,            # cuMemAllocPitch pitches are multiples of 512
         "MULTIPROCESSOR_COUNT": 132,
         "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
         "MAX_BLOCKS_PER_MULTIPROCESSOR": 32,

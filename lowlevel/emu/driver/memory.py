@@ -17,7 +17,8 @@ def cuMemGetInfo(free_out, total_out):
     write_out(ctypes.c_size_t, total_out, total)
 
 
-def _alloc(ctx: Context, nbytes: int) -> int:
+def allocate(ctx: Context, nbytes: int) -> int:
+    """`nbytes` of the context's device memory, with a fresh buffer id (every cuMemAlloc* call)."""
     if nbytes == 0:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "cannot allocate 0 bytes")
     try:
@@ -34,7 +35,7 @@ def _alloc(ctx: Context, nbytes: int) -> int:
 def cuMemAlloc(dptr_out, nbytes):
     ctx = current()
     refuse_unsafe(ctx, "cuMemAlloc")
-    write_out(ctypes.c_uint64, dptr_out, _alloc(ctx, nbytes))
+    write_out(ctypes.c_uint64, dptr_out, allocate(ctx, nbytes))
 
 
 def _check_freeable(ctx: Context, dptr: int) -> None:
@@ -106,7 +107,7 @@ def cuMemAllocAsync(dptr_out, nbytes, stream):
         raise EmuError("CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
                        "cuMemAllocAsync is not captured by the emulated driver")
     # The address is handed out now; the stream orders its first use after this point.
-    write_out(ctypes.c_uint64, dptr_out, _alloc(ctx, nbytes))
+    write_out(ctypes.c_uint64, dptr_out, allocate(ctx, nbytes))
 
 
 @api
