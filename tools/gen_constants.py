@@ -25,6 +25,7 @@ ENUMS = {  # C enum type -> Python dict name
     "CUlimit": "LIMIT",
     "CUmem_advise": "MEM_ADVISE",
     "CUmemLocationType": "MEM_LOCATION_TYPE",
+    "CUmem_range_attribute": "MEM_RANGE_ATTRIBUTE",
 }
 
 

@@ -9,6 +9,8 @@ Pointers are declared `c_void_p` (callers pass `byref(x)`, buffers or ints); dev
 import ctypes
 from ctypes import c_char_p, c_int, c_size_t, c_uint, c_uint64, c_ubyte, c_ushort, c_void_p
 
+from .structs import CUmemLocation
+
 CUresult = c_int
 CUdevice = c_int
 CUdeviceptr = c_uint64
@@ -65,6 +67,13 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuMemsetD16Async":           ("cuMemsetD16Async", (CUdeviceptr, c_ushort, c_size_t, handle)),
     "cuMemsetD2D32":              ("cuMemsetD2D32_v2", (CUdeviceptr, c_size_t, c_uint, c_size_t, c_size_t)),
     "cuMemsetD2D32Async":         ("cuMemsetD2D32Async", (CUdeviceptr, c_size_t, c_uint, c_size_t, c_size_t, handle)),
+    # managed and registered memory (CUmemLocation: lowlevel/capi/structs.py, passed by value)
+    "cuMemAllocManaged":          ("cuMemAllocManaged", (ptr, c_size_t, c_uint)),
+    "cuMemPrefetchAsync":         ("cuMemPrefetchAsync_v2", (CUdeviceptr, c_size_t, CUmemLocation, c_uint, handle)),
+    "cuMemAdvise":                ("cuMemAdvise_v2", (CUdeviceptr, c_size_t, c_int, CUmemLocation)),
+    "cuMemRangeGetAttribute":     ("cuMemRangeGetAttribute", (ptr, c_size_t, c_int, CUdeviceptr, c_size_t)),
+    "cuMemHostRegister":          ("cuMemHostRegister_v2", (ptr, c_size_t, c_uint)),
+    "cuMemHostUnregister":        ("cuMemHostUnregister", (ptr,)),
     # pointer attributes (CUpointer_attribute: a C enum, an int)
     "cuPointerGetAttribute":      ("cuPointerGetAttribute", (ptr, c_int, CUdeviceptr)),
     "cuPointerGetAttributes":     ("cuPointerGetAttributes", (c_uint, ptr, ptr, CUdeviceptr)),

@@ -100,7 +100,7 @@ class Context:
         self.functions: dict = {}               # handle -> modules.Function
         self.pinned: dict[int, ctypes.Array] = {}      # host address -> buffer (cuMemAllocHost)
         self.registered: dict[int, int] = {}    # host address -> size (cuMemHostRegister)
-        self.managed: set[int] = set()          # starts of cuMemAllocManaged allocations
+        self.managed: dict = {}                 # cuMemAllocManaged start -> managed.ManagedRange
         self.buffer_ids: dict[int, int] = {}    # allocation start -> CU_POINTER_ATTRIBUTE_BUFFER_ID
         self.sticky: tuple[int, str] | None = None
         self.captures: list = []                # active capture.Capture sequences
@@ -220,6 +220,11 @@ def forget_handle(table: dict, handle: int, what: str):
 def require_init() -> None:
     if not _initialized:
         raise EmuError("CUDA_ERROR_NOT_INITIALIZED", "cuInit has not been called")
+
+
+def device_count() -> int:
+    """How many devices the emulated GPU presents."""
+    return DEVICE_COUNT
 
 
 def device_ordinal(ordinal: int) -> int:

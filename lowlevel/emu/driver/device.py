@@ -82,6 +82,11 @@ def attributes() -> dict[int, int]:
         "ASYNC_ENGINE_COUNT": 2,
         "UNIFIED_ADDRESSING": 1,
         "CAN_MAP_HOST_MEMORY": 0,
+        "MANAGED_MEMORY": 1,
+        "CONCURRENT_MANAGED_ACCESS": 1,           # as on an H200: host and device at once
+        "PAGEABLE_MEMORY_ACCESS": 0,
+        "READ_ONLY_HOST_REGISTER_SUPPORTED": 0,
+        "HOST_REGISTER_SUPPORTED": 1,
         "INTEGRATED": 0,
         "KERNEL_EXEC_TIMEOUT": 1,                 # the emulator has a watchdog
         "MEMORY_POOLS_SUPPORTED": 1,

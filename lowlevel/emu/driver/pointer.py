@@ -31,7 +31,7 @@ def note_allocation(ctx: Context, address: int) -> None:
 
 def forget_allocation(ctx: Context, address: int) -> None:
     ctx.buffer_ids.pop(address, None)
-    ctx.managed.discard(address)
+    ctx.managed.pop(address, None)
 
 
 @dataclass
