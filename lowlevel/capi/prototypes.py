@@ -30,6 +30,8 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuDeviceGetName":            ("cuDeviceGetName", (ptr, c_int, CUdevice)),
     "cuDeviceTotalMem":           ("cuDeviceTotalMem_v2", (ptr, CUdevice)),
     "cuDeviceGetAttribute":       ("cuDeviceGetAttribute", (ptr, c_int, CUdevice)),
+    "cuDeviceGetUuid":            ("cuDeviceGetUuid_v2", (ptr, CUdevice)),
+    "cuDeviceGetPCIBusId":        ("cuDeviceGetPCIBusId", (ptr, c_int, CUdevice)),
     # the primary context
     "cuDevicePrimaryCtxRetain":   ("cuDevicePrimaryCtxRetain", (ptr, CUdevice)),
     "cuDevicePrimaryCtxRelease":  ("cuDevicePrimaryCtxRelease_v2", (CUdevice,)),
@@ -38,6 +40,10 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuCtxGetCurrent":            ("cuCtxGetCurrent", (ptr,)),
     "cuCtxGetDevice":             ("cuCtxGetDevice", (ptr,)),
     "cuCtxSynchronize":           ("cuCtxSynchronize", ()),
+    # context limits (CUlimit: a C enum, an int) and stream priorities
+    "cuCtxGetLimit":              ("cuCtxGetLimit", (ptr, c_int)),
+    "cuCtxSetLimit":              ("cuCtxSetLimit", (c_int, c_size_t)),
+    "cuCtxGetStreamPriorityRange": ("cuCtxGetStreamPriorityRange", (ptr, ptr)),
     # memory
     "cuMemGetInfo":               ("cuMemGetInfo_v2", (ptr, ptr)),
     "cuMemAlloc":                 ("cuMemAlloc_v2", (ptr, c_size_t)),
@@ -90,6 +96,9 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
                                                       c_uint, handle, ptr, ptr)),
     # streams
     "cuStreamCreate":             ("cuStreamCreate", (ptr, c_uint)),
+    "cuStreamCreateWithPriority": ("cuStreamCreateWithPriority", (ptr, c_uint, c_int)),
+    "cuStreamGetPriority":        ("cuStreamGetPriority", (handle, ptr)),
+    "cuStreamGetFlags":           ("cuStreamGetFlags", (handle, ptr)),
     "cuStreamDestroy":            ("cuStreamDestroy_v2", (handle,)),
     "cuStreamSynchronize":        ("cuStreamSynchronize", (handle,)),
     "cuStreamQuery":              ("cuStreamQuery", (handle,)),

@@ -6,6 +6,7 @@
     checked.py       integer arguments range-checked before they become C values
     context.py       devices, the primary context, resets (on_reset), finalizer safety
     memory.py        device and pinned memory, copies, memsets
+    limits.py        context limits (printf FIFO, malloc heap, stack), stream priority range
     managed.py       managed memory, prefetch and advice; register_host (pinning numpy arrays)
     pitched.py       pitched 2-D/3-D memory: cuMemAllocPitch, cuMemcpy2D/3D, 2-D memsets
     pointer.py       what the driver knows about an address (cuPointerGetAttribute)
@@ -29,6 +30,7 @@ from .memory import (DeviceAllocation, mem_alloc, mem_alloc_async, mem_get_info,
                      memcpy_dtod_async, memcpy_dtoh, memcpy_dtoh_async, memcpy_htod, memcpy_htod_async,
                      memset_d8, memset_d32, pinned_empty)
 from .graph import Graph, GraphExec, capture
+from .limits import get_limit, set_limit, stream_priority_range
 from .managed import (ManagedAllocation, RegisteredHost, advise, mem_alloc_managed, prefetch, range_attribute,
                       register_host)
 from .pitched import PitchedAllocation, alloc_pitch, copy_2d, copy_3d, memset_d2d32, memset_d16
@@ -52,6 +54,7 @@ __all__ = [
     "memcpy_htod_async", "memset_d8", "memset_d32", "pinned_empty", "real_driver_status",
     "reset_device", "synchronize", "use_driver", "stream", "current_stream", "memory_stats", "empty_cache",
     "PointerAttributes", "pointer_attribute", "pointer_attributes",
+    "get_limit", "set_limit", "stream_priority_range",
     "ManagedAllocation", "RegisteredHost", "advise", "mem_alloc_managed", "prefetch", "range_attribute",
     "register_host",
     "PitchedAllocation", "alloc_pitch", "copy_2d", "copy_3d", "memset_d16", "memset_d2d32",

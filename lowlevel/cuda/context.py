@@ -12,6 +12,7 @@ import collections
 import ctypes
 import signal
 import threading
+import uuid
 
 from ..capi.enums import enum_value
 from .driver import Driver, get_driver
@@ -291,6 +292,20 @@ class Device:
     @property
     def multiprocessor_count(self) -> int:
         return self.attribute("MULTIPROCESSOR_COUNT")
+
+    @property
+    def uuid(self) -> uuid.UUID:
+        """The device's UUID (cuDeviceGetUuid), as nvidia-smi shows it after "GPU-"."""
+        raw = (ctypes.c_char * 16)()
+        self.driver.cuDeviceGetUuid(raw, self.handle)
+        return uuid.UUID(bytes=bytes(raw))
+
+    @property
+    def pci_bus_id(self) -> str:
+        """"domain:bus:device.function" in hexadecimal (cuDeviceGetPCIBusId)."""
+        buf = ctypes.create_string_buffer(64)
+        self.driver.cuDeviceGetPCIBusId(buf, len(buf), self.handle)
+        return buf.value.decode()
 
 
 def _at_exit() -> None:

@@ -12,6 +12,7 @@ import threading
 import traceback
 
 from ..capi.prototypes import CUhostFn
+from .checked import c_integer
 from .context import ContextBound, ContextResource, set_in_host_callback
 from .driver import NOT_READY
 
@@ -34,15 +35,35 @@ class Stream(ContextResource):
 
     handle = ContextBound("_handle")       # refused once the context is reset
 
-    def __init__(self, non_blocking: bool = False, _handle: int | None = None):
+    def __init__(self, non_blocking: bool = False, _handle: int | None = None, *, priority: int | None = None):
         self._adopt()
         self.non_blocking = non_blocking
         if _handle is not None:
             self.handle, self._owned = _handle, False
             return
         h = ctypes.c_void_p()
-        self._drv.cuStreamCreate(ctypes.byref(h), CU_STREAM_NON_BLOCKING if non_blocking else 0)
+        flags = CU_STREAM_NON_BLOCKING if non_blocking else 0
+        if priority is None:
+            self._drv.cuStreamCreate(ctypes.byref(h), flags)
+        else:
+            # Lower numbers are higher priorities; the driver clamps to stream_priority_range().
+            priority = c_integer(priority, ctypes.c_int, "Stream: priority")
+            self._drv.cuStreamCreateWithPriority(ctypes.byref(h), flags, priority)
         self.handle, self._owned = h.value, True
+
+    @property
+    def priority(self) -> int:
+        """The stream's priority (cuStreamGetPriority): lower is more urgent."""
+        value = ctypes.c_int()
+        self._drv.cuStreamGetPriority(self.handle, ctypes.byref(value))
+        return value.value
+
+    @property
+    def flags(self) -> int:
+        """The flags the stream was created with (cuStreamGetFlags): CU_STREAM_NON_BLOCKING or 0."""
+        value = ctypes.c_uint()
+        self._drv.cuStreamGetFlags(self.handle, ctypes.byref(value))
+        return value.value
 
     @classmethod
     def legacy(cls) -> "Stream":

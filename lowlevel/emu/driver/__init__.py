@@ -4,6 +4,7 @@
     context.py    state: cuInit, versions, errors, the device, its primary context
     memory.py     cuMemAlloc/Free, pinned host memory, copies, memsets
     pointer.py    cuPointerGetAttribute(s): the owner and kind of any address
+    limits.py     cuCtxGet/SetLimit, stream priority range, device UUID and PCI bus id
     managed.py    cuMemAllocManaged, prefetch and advice (recorded), cuMemHostRegister
     pitched.py    cuMemAllocPitch, cuMemcpy2D/3D, cuMemsetD16, cuMemsetD2D32
     modules.py    cuModuleLoad*, functions, globals, cuFuncGetAttribute/ParamInfo
@@ -19,7 +20,7 @@
 Importing this package registers every driver function (functions() lists them).
 """
 from . import graphs, launch, memory, modules, streams  # noqa: F401  (they register their C functions)
-from . import managed, pitched, pointer  # noqa: F401
+from . import limits, managed, pitched, pointer  # noqa: F401
 from .context import error_details, functions, last_launch_stats, thread_instructions
 from .entry import pending_interrupt
 

@@ -102,6 +102,8 @@ class Context:
         self.registered: dict[int, int] = {}    # host address -> size (cuMemHostRegister)
         self.managed: dict = {}                 # cuMemAllocManaged start -> managed.ManagedRange
         self.buffer_ids: dict[int, int] = {}    # allocation start -> CU_POINTER_ATTRIBUTE_BUFFER_ID
+        self.limits: dict[int, int] = {}        # CUlimit -> value set (limits.py has the defaults)
+        self.used_calls: set[str] = set()       # "_vprintf", "_malloc": launched, so their limits are fixed
         self.sticky: tuple[int, str] | None = None
         self.captures: list = []                # active capture.Capture sequences
         self.graphs: dict = {}                  # handle -> capture.Graph
@@ -332,7 +334,7 @@ def cuDeviceTotalMem(bytes_out, dev):
 @api
 def cuDeviceGetAttribute(value_out, attribute, dev):
     device_ordinal(dev)
-    values = device.attributes()
+    values = device.attributes(dev)
     if attribute not in values:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown device attribute {attribute}")
     write_out(ctypes.c_int, value_out, values[attribute])

@@ -52,8 +52,8 @@ def name() -> str:
     return f"lowlevel emulated GPU (sm_{major}{minor})"
 
 
-def attributes() -> dict[int, int]:
-    """CUdevice_attribute number -> value. Attributes not modelled report 0."""
+def attributes(ordinal: int = 0) -> dict[int, int]:
+    """CUdevice_attribute number -> value for device `ordinal`. Attributes not modelled report 0."""
     major, minor = compute_capability()
     known = {
         "MAX_THREADS_PER_BLOCK": 1024,
@@ -90,11 +90,11 @@ def attributes() -> dict[int, int]:
         "INTEGRATED": 0,
         "KERNEL_EXEC_TIMEOUT": 1,                 # the emulator has a watchdog
         "MEMORY_POOLS_SUPPORTED": 1,
-        "STREAM_PRIORITIES_SUPPORTED": 0,
+        "STREAM_PRIORITIES_SUPPORTED": 1,         # recorded, not scheduled by (limits.py)
         "GLOBAL_L1_CACHE_SUPPORTED": 1,
         "LOCAL_L1_CACHE_SUPPORTED": 1,
         "COMPUTE_MODE": 0,
-        "PCI_BUS_ID": 0, "PCI_DEVICE_ID": 0, "PCI_DOMAIN_ID": 0,
+        "PCI_BUS_ID": 1 + ordinal, "PCI_DEVICE_ID": 0, "PCI_DOMAIN_ID": 0,   # bus 0: the host bridge
     }
     values = {number: 0 for number in DEVICE_ATTRIBUTE.values()}
     for short, value in known.items():

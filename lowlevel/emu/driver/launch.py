@@ -10,6 +10,7 @@ from ..tools.printf import PrintfOutput
 from . import device
 from .context import api, current
 from .errors import EmuError
+from .limits import LaunchLimits, note_launch
 from .modules import Function, function_of
 
 
@@ -96,10 +97,11 @@ def cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream_handle, kernel
 def kernel_run(ctx, f: Function, grid, block, shared: int, params: bytes):
     """The work of one launch (a stream runs it, or a graph node, at each replay)."""
     module, memory, name = f.module.ptx, ctx.memory, f.kernel.name
+    note_launch(ctx, f.kernel)          # the printf FIFO and malloc heap sizes are fixed now
 
     def run():
         run_kernel(module, name, grid=grid, block=block, params=params, memory=memory, shared_bytes=shared,
-                   tools=[*enabled(), LaunchCounters(ctx, name), PrintfOutput()])
+                   tools=[*enabled(), LaunchCounters(ctx, name), LaunchLimits(ctx), PrintfOutput()])
     return run
 
 

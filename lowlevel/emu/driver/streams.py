@@ -7,6 +7,7 @@ from .capture import refuse_capturing, refuse_unsafe
 from .context import LEGACY_STREAM_HANDLES, Context, api, current, forget_handle, lookup_handle
 from .entry import write_out
 from .errors import EmuError
+from .limits import LEAST_PRIORITY, clamp_priority
 from .queues import Event, Stream
 
 
@@ -19,6 +20,26 @@ def cuStreamCreate(stream_out, flags):
     handle = ctx.new_handle()
     ctx.add_stream(handle, Stream(ctx, flags, f"stream-{handle:#x}"))
     write_out(ctypes.c_void_p, stream_out, handle)
+
+
+@api
+def cuStreamCreateWithPriority(stream_out, flags, priority):
+    cuStreamCreate(stream_out, flags)
+    handle = ctypes.c_void_p.from_address(stream_out).value
+    # Out of range is clamped, as the driver documents; the priority is recorded (limits.py).
+    current().stream(handle).priority = clamp_priority(priority)
+
+
+@api
+def cuStreamGetPriority(handle, priority_out):
+    stream = current().stream(handle)
+    write_out(ctypes.c_int, priority_out, getattr(stream, "priority", LEAST_PRIORITY))
+
+
+@api
+def cuStreamGetFlags(handle, flags_out):
+    stream = current().stream(handle)
+    write_out(ctypes.c_uint, flags_out, stream.flags)
 
 
 @api
