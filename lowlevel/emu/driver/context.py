@@ -103,7 +103,8 @@ class Context:
         self.managed: dict = {}                 # cuMemAllocManaged start -> managed.ManagedRange
         self.buffer_ids: dict[int, int] = {}    # allocation start -> CU_POINTER_ATTRIBUTE_BUFFER_ID
         self.limits: dict[int, int] = {}        # CUlimit -> value set (limits.py has the defaults)
-        self.used_calls: set[str] = set()       # "_vprintf", "_malloc": launched, so their limits are fixed
+        self.used_calls: set[str] = set()       # "_vprintf", "_malloc", "_free": launched, limits fixed
+        self.heap = None                        # limits.DeviceHeap: device malloc's, from the first use on
         self.sticky: tuple[int, str] | None = None
         self.captures: list = []                # active capture.Capture sequences
         self.graphs: dict = {}                  # handle -> capture.Graph

@@ -13,7 +13,9 @@ Stream priorities range over [0, -5] (least, greatest), as on Hopper; out-of-ran
 are clamped, as the driver documents. The emulator records them but does not schedule by
 them: each stream's worker thread runs its work as the host's scheduler runs the thread.
 """
+import bisect
 import ctypes
+import threading
 import uuid
 
 from ...capi.constants import DEVICE_ATTRIBUTE, LIMIT
@@ -23,6 +25,7 @@ from . import device
 from .context import Context, api, current, device_ordinal
 from .entry import write_out
 from .errors import EmuError
+from .memory import allocate
 
 LEAST_PRIORITY, GREATEST_PRIORITY = 0, -5
 _L = {name.removeprefix("CU_LIMIT_"): value for name, value in LIMIT.items()}
@@ -38,7 +41,7 @@ DEFAULTS = {
 }
 READ_ONLY = {_L["CIG_ENABLED"]}
 # Set only before the first launch of a kernel that uses them: limit -> the pseudo instruction
-FIXED_AFTER_USE = {_L["PRINTF_FIFO_SIZE"]: "_vprintf", _L["MALLOC_HEAP_SIZE"]: "_malloc"}
+FIXED_AFTER_USE = {_L["PRINTF_FIFO_SIZE"]: {"_vprintf"}, _L["MALLOC_HEAP_SIZE"]: {"_malloc", "_free"}}
 
 
 def limit(ctx: Context, number: int) -> int:
@@ -63,7 +66,7 @@ def cuCtxSetLimit(number, value):
     _known(number)
     if number in READ_ONLY:
         raise EmuError("CUDA_ERROR_UNSUPPORTED_LIMIT", f"limit {number} can only be queried")
-    if number in FIXED_AFTER_USE and FIXED_AFTER_USE[number] in ctx.used_calls:
+    if FIXED_AFTER_USE.get(number, set()) & ctx.used_calls:
         raise EmuError("CUDA_ERROR_INVALID_VALUE",
                        f"limit {number} must be set before the first launch of a kernel that uses it")
     if number == _L["MAX_L2_FETCH_GRANULARITY"] and value > 128:
@@ -129,9 +132,54 @@ class PrintfFifo:
 
 
 def note_launch(ctx: Context, kernel) -> None:
-    """A kernel is launched: the limits it uses are fixed from now on."""
-    ctx.used_calls |= {i.opcode for i in kernel.body
-                       if isinstance(i, Instruction) and i.opcode in ("_vprintf", "_malloc")}
+    """A kernel is launched: the limits it uses are fixed from now on, and a kernel that
+    uses malloc or free gets the context's heap (made now, at its fixed size)."""
+    used = {i.opcode for i in kernel.body if isinstance(i, Instruction) and i.opcode in ("_vprintf", "_malloc", "_free")}
+    with ctx.lock:
+        ctx.used_calls |= used
+        if used & {"_malloc", "_free"} and ctx.heap is None:
+            size = limit(ctx, _L["MALLOC_HEAP_SIZE"])
+            ctx.heap = DeviceHeap(allocate(ctx, size), size)
+
+
+class DeviceHeap:
+    """The malloc heap of a context: one device allocation, carved first fit into 16-byte
+    aligned blocks. Kernels of several streams may call it at once: it takes a lock."""
+
+    ALIGN = 16
+
+    def __init__(self, base: int, size: int):
+        self.base = base
+        self._free = [(base, size)]            # (address, length), sorted by address
+        self._blocks: dict[int, int] = {}      # address -> length of each live block
+        self._lock = threading.Lock()
+
+    def malloc(self, nbytes: int) -> int:
+        """A block of at least `nbytes` (0 gets the smallest block), or 0 (NULL)."""
+        need = max(self.ALIGN, -(-nbytes // self.ALIGN) * self.ALIGN)
+        with self._lock:
+            for i, (address, length) in enumerate(self._free):
+                if length >= need:
+                    self._free[i:i + 1] = [(address + need, length - need)] if length > need else []
+                    self._blocks[address] = need
+                    return address
+        return 0
+
+    def free(self, address: int) -> bool:
+        """Give a block back; False if `address` is not a live block."""
+        with self._lock:
+            length = self._blocks.pop(address, None)
+            if length is None:
+                return False
+            bisect.insort(self._free, (address, length))
+            merged = []
+            for a, n in self._free:
+                if merged and merged[-1][0] + merged[-1][1] == a:
+                    merged[-1] = (merged[-1][0], merged[-1][1] + n)
+                else:
+                    merged.append((a, n))
+            self._free = merged
+            return True
 
 
 class LaunchLimits(Tool):
@@ -143,4 +191,4 @@ class LaunchLimits(Tool):
 
     def initialize(self, launch) -> None:
         launch.printf_fifo = PrintfFifo(limit(self.ctx, _L["PRINTF_FIFO_SIZE"]))
-        launch.heap = getattr(self.ctx, "heap", None)
+        launch.heap = self.ctx.heap

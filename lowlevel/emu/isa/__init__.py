@@ -22,6 +22,7 @@
     carry.py       the carry chain: add.cc addc sub.cc subc mad.cc madc
     specials.py    special registers computed on the fly (%clock, %lanemask_*, %smid ...)
     printf.py      device printf (vprintf): the format read and formatted per thread
+    heap.py        device malloc/free, from the context's heap (CU_LIMIT_MALLOC_HEAP_SIZE)
     numerics.py    the arithmetic of PTX in numpy: rounding, integer division, fma, conversions
     divsqrt.py     directed rounding of division and square root
 
@@ -30,3 +31,4 @@ before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, matrix, memops,  # noqa: F401
                paramaddr, printf, simd, specials, warp)
+from . import heap  # noqa: F401
