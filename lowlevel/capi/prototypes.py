@@ -40,6 +40,12 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuCtxGetCurrent":            ("cuCtxGetCurrent", (ptr,)),
     "cuCtxGetDevice":             ("cuCtxGetDevice", (ptr,)),
     "cuCtxSynchronize":           ("cuCtxSynchronize", ()),
+    # several devices: peer access and copies between contexts
+    "cuDeviceCanAccessPeer":      ("cuDeviceCanAccessPeer", (ptr, CUdevice, CUdevice)),
+    "cuCtxEnablePeerAccess":      ("cuCtxEnablePeerAccess", (handle, c_uint)),
+    "cuCtxDisablePeerAccess":     ("cuCtxDisablePeerAccess", (handle,)),
+    "cuMemcpyPeer":               ("cuMemcpyPeer", (CUdeviceptr, handle, CUdeviceptr, handle, c_size_t)),
+    "cuMemcpyPeerAsync":          ("cuMemcpyPeerAsync", (CUdeviceptr, handle, CUdeviceptr, handle, c_size_t, handle)),
     # context limits (CUlimit: a C enum, an int) and stream priorities
     "cuCtxGetLimit":              ("cuCtxGetLimit", (ptr, c_int)),
     "cuCtxSetLimit":              ("cuCtxSetLimit", (c_int, c_size_t)),

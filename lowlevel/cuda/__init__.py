@@ -8,6 +8,7 @@
     memory.py        device and pinned memory, copies, memsets
     limits.py        context limits (printf FIFO, malloc heap, stack), stream priority range
     managed.py       managed memory, prefetch and advice; register_host (pinning numpy arrays)
+    peer.py          several devices: peer access, copies between devices
     pitched.py       pitched 2-D/3-D memory: cuMemAllocPitch, cuMemcpy2D/3D, 2-D memsets
     pointer.py       what the driver knows about an address (cuPointerGetAttribute)
     stream.py        streams, events, host callbacks
@@ -33,6 +34,7 @@ from .graph import Graph, GraphExec, capture
 from .limits import get_limit, set_limit, stream_priority_range
 from .managed import (ManagedAllocation, RegisteredHost, advise, mem_alloc_managed, prefetch, range_attribute,
                       register_host)
+from .peer import can_access_peer, disable_peer_access, enable_peer_access, memcpy_peer
 from .pitched import PitchedAllocation, alloc_pitch, copy_2d, copy_3d, memset_d2d32, memset_d16
 from .pointer import PointerAttributes, pointer_attribute, pointer_attributes
 from .module import Function, Module
@@ -57,5 +59,6 @@ __all__ = [
     "get_limit", "set_limit", "stream_priority_range",
     "ManagedAllocation", "RegisteredHost", "advise", "mem_alloc_managed", "prefetch", "range_attribute",
     "register_host",
+    "can_access_peer", "disable_peer_access", "enable_peer_access", "memcpy_peer",
     "PitchedAllocation", "alloc_pitch", "copy_2d", "copy_3d", "memset_d16", "memset_d2d32",
 ]

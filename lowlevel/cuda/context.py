@@ -55,6 +55,11 @@ def _primary(drv: Driver, ordinal: int) -> _PrimaryContext:
     return ctx
 
 
+def primary_context_handle(ordinal: int) -> int:
+    """The CUcontext of device `ordinal`'s primary context (retained on first use)."""
+    return _primary(get_driver(), ordinal).handle
+
+
 def _make_current(drv: Driver, ctx: _PrimaryContext) -> None:
     # The driver's current context is per thread; remember what this thread last made current
     # (per driver and context generation), so switching devices or drivers sets it again.
@@ -75,6 +80,7 @@ def ensure_context() -> tuple[Driver, _PrimaryContext]:
         _make_current(drv, ctx)
     if _pending_releases and not in_host_callback() and not _captures[0]:
         run_pending_releases()
+        _make_current(drv, ctx)     # a release makes its own context current: another device's
     return drv, ctx
 
 

@@ -13,7 +13,7 @@ import traceback
 
 from ..capi.prototypes import CUhostFn
 from .checked import c_integer
-from .context import ContextBound, ContextResource, set_in_host_callback
+from .context import ContextBound, ContextResource, current_device_ordinal, set_in_host_callback
 from .driver import NOT_READY
 
 CU_STREAM_NON_BLOCKING = 0x1
@@ -212,8 +212,12 @@ _current = threading.local()
 
 
 def current_stream() -> Stream | None:
-    """The stream this thread's ops run on; None means the legacy default stream."""
-    return getattr(_current, "stream", None)
+    """The stream this thread's ops run on; None means the legacy default stream. A stream
+    belongs to one device: while another device is current, its legacy stream is used."""
+    s = getattr(_current, "stream", None)
+    if s is not None and s.context.ordinal != current_device_ordinal():
+        return None
+    return s
 
 
 class stream:
@@ -224,7 +228,7 @@ class stream:
         self.s = s
 
     def __enter__(self):
-        self.previous = current_stream()
+        self.previous = getattr(_current, "stream", None)
         _current.stream = self.s
         return self.s
 

@@ -6,6 +6,7 @@
     pointer.py    cuPointerGetAttribute(s): the owner and kind of any address
     limits.py     cuCtxGet/SetLimit, stream priority range, device UUID and PCI bus id
     managed.py    cuMemAllocManaged, prefetch and advice (recorded), cuMemHostRegister
+    peer.py       several devices: peer access, cuMemcpyPeer(Async)
     pitched.py    cuMemAllocPitch, cuMemcpy2D/3D, cuMemsetD16, cuMemsetD2D32
     modules.py    cuModuleLoad*, functions, globals, cuFuncGetAttribute/ParamInfo
     launch.py     cuLaunchKernel: parameters, configuration checks, the launch queued
@@ -20,7 +21,7 @@
 Importing this package registers every driver function (functions() lists them).
 """
 from . import graphs, launch, memory, modules, streams  # noqa: F401  (they register their C functions)
-from . import limits, managed, pitched, pointer  # noqa: F401
+from . import limits, managed, peer, pitched, pointer  # noqa: F401
 from .context import error_details, functions, last_launch_stats, thread_instructions
 from .entry import pending_interrupt
 

@@ -25,7 +25,7 @@ from .queues import Event, Stream
 
 SUCCESS = 0
 LEGACY_STREAM_HANDLES = (0, 0x1)       # NULL and CU_STREAM_LEGACY
-DEVICE_COUNT = 1
+DEVICE_COUNT = 1                       # LOWLEVEL_EMU_DEVICES, read by the first cuInit
 
 _state_lock = threading.RLock()
 _thread = threading.local()            # .context: the current context of this thread
@@ -91,7 +91,8 @@ class Context:
         self.ordinal = ordinal                  # the device it belongs to
         self.refcount = 0
         self.lock = threading.RLock()
-        self.memory = DeviceMemory(device.memory_size())
+        # each device's addresses follow the previous device's: unified addressing
+        self.memory = DeviceMemory(device.memory_size(), first_offset=ordinal * device.memory_size())
         self.legacy = Stream(self, 0, "legacy")
         self.streams: dict[int, Stream] = {}
         self.retired: list[Stream] = []         # destroyed, with work still queued
@@ -105,6 +106,7 @@ class Context:
         self.limits: dict[int, int] = {}        # CUlimit -> value set (limits.py has the defaults)
         self.used_calls: set[str] = set()       # "_vprintf", "_malloc", "_free": launched, limits fixed
         self.heap = None                        # limits.DeviceHeap: device malloc's, from the first use on
+        self.peers: list = []                   # contexts whose memory this one may access (peer.py)
         self.sticky: tuple[int, str] | None = None
         self.captures: list = []                # active capture.Capture sequences
         self.graphs: dict = {}                  # handle -> capture.Graph
@@ -276,9 +278,14 @@ def live_contexts() -> list:
 # ---- initialisation, versions, errors -------------------------------------------------------
 @api
 def cuInit(flags):
-    global _initialized
+    global _initialized, DEVICE_COUNT
     if flags != 0:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "cuInit flags must be 0")
+    if not _initialized:
+        try:
+            DEVICE_COUNT = device.device_count()
+        except ValueError as e:
+            raise EmuError("CUDA_ERROR_INVALID_VALUE", str(e))
     _initialized = True
 
 
@@ -388,6 +395,11 @@ def _context_by_handle(handle: int) -> Context:
         if ctx.handle == handle:
             return ctx
     raise EmuError("CUDA_ERROR_INVALID_CONTEXT", f"unknown or destroyed context {handle:#x}")
+
+
+def context_by_handle(handle: int) -> Context:
+    """The live context a CUcontext stands for; CUDA_ERROR_INVALID_CONTEXT if none."""
+    return _context_by_handle(handle)
 
 
 @api

@@ -3,7 +3,9 @@
 The limits are those of a Hopper-class part (the default compute capability is 9.0) and
 they are enforced: a launch beyond them fails as it would on the hardware.
 `LOWLEVEL_EMU_CC=8.0` changes the compute capability; `LOWLEVEL_EMU_MEMORY=2G` the memory;
-`LOWLEVEL_EMU_DRIVER_VERSION=12040` the CUDA version the driver claims.
+`LOWLEVEL_EMU_DRIVER_VERSION=12040` the CUDA version the driver claims;
+`LOWLEVEL_EMU_DEVICES=2` how many devices it presents (read once, by the first cuInit), each
+with its own memory (of LOWLEVEL_EMU_MEMORY), primary context and streams.
 """
 import os
 
@@ -37,6 +39,13 @@ def arch() -> int:
 def target_refusal(target: str, have: int | None = None) -> str:
     """Why PTX for `.target target` cannot run on this device ('' when it can)."""
     return versions.target_refusal(target, arch() if have is None else have)
+
+
+def device_count() -> int:
+    text = os.environ.get("LOWLEVEL_EMU_DEVICES", "1").strip()
+    if not text.isdigit() or not 1 <= int(text) <= 16:
+        raise ValueError(f"LOWLEVEL_EMU_DEVICES={text!r}: expected a number of devices from 1 to 16")
+    return int(text)
 
 
 def memory_size() -> int:

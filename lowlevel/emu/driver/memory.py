@@ -3,7 +3,7 @@ import ctypes
 
 from ..engine.memory import AccessFault, OutOfMemory
 from .capture import refuse_unsafe
-from .context import Context, api, current
+from .context import Context, api, current, live_contexts
 from .entry import write_out
 from .errors import EmuError
 from .pointer import forget_allocation, note_allocation
@@ -122,12 +122,19 @@ def cuMemFreeAsync(dptr, stream):
     ctx.submit(s, free, "cuMemFreeAsync")
 
 
-def _device_range(ctx: Context, dptr: int, nbytes: int, what: str) -> None:
+def _device_range(ctx: Context, dptr: int, nbytes: int, what: str):
+    """The DeviceMemory that holds [dptr, +nbytes): the current context's, or, as addresses
+    are unified, another device's (the driver finds the owner of a pointer)."""
+    owners = [ctx.memory, *(c.memory for c in live_contexts() if c is not ctx)]
+    for memory in owners:
+        if memory.find(dptr) is not None:
+            break
     try:
-        ctx.memory.check_range(dptr, nbytes)
+        memory.check_range(dptr, nbytes)
     except AccessFault:
         raise EmuError("CUDA_ERROR_INVALID_VALUE",
                        f"{what}: [{dptr:#x}, +{nbytes}) is not inside one live allocation")
+    return memory
 
 
 def _copy(stream_handle, dst, src, nbytes, kind: str, asynchronous: bool) -> None:
@@ -143,11 +150,8 @@ def _copy(stream_handle, dst, src, nbytes, kind: str, asynchronous: bool) -> Non
     stream = ctx.stream(stream_handle)
     if nbytes == 0:
         return
-    mem = ctx.memory
-    if kind in ("HtoD", "DtoD"):
-        _device_range(ctx, dst, nbytes, "destination")
-    if kind in ("DtoH", "DtoD"):
-        _device_range(ctx, src, nbytes, "source")
+    dmem = _device_range(ctx, dst, nbytes, "destination") if kind in ("HtoD", "DtoD") else None
+    smem = _device_range(ctx, src, nbytes, "source") if kind in ("DtoH", "DtoD") else None
     if not (dst and src):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL pointer in copy")
     if kind == "HtoD":
@@ -159,14 +163,14 @@ def _copy(stream_handle, dst, src, nbytes, kind: str, asynchronous: bool) -> Non
             except (MemoryError, OverflowError):
                 raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", f"cannot stage {nbytes} bytes of pageable host memory")
             ctypes.memmove(staged, src, nbytes)
-            run = lambda: ctypes.memmove(mem.host_address(dst), staged, nbytes)   # noqa: E731
+            run = lambda: ctypes.memmove(dmem.host_address(dst), staged, nbytes)   # noqa: E731
         else:
-            run = lambda: ctypes.memmove(mem.host_address(dst), src, nbytes)   # noqa: E731
+            run = lambda: ctypes.memmove(dmem.host_address(dst), src, nbytes)   # noqa: E731
     elif kind == "DtoH":
-        run = lambda: ctypes.memmove(dst, mem.host_address(src), nbytes)   # noqa: E731
+        run = lambda: ctypes.memmove(dst, smem.host_address(src), nbytes)   # noqa: E731
         asynchronous = asynchronous and ctx.is_pinned(dst, nbytes)
     else:
-        run = lambda: ctypes.memmove(mem.host_address(dst), mem.host_address(src), nbytes)  # noqa: E731
+        run = lambda: ctypes.memmove(dmem.host_address(dst), smem.host_address(src), nbytes)  # noqa: E731
     item = ctx.submit(stream, run, f"memcpy{kind}")
     if not asynchronous and item is not None:       # None: captured, it runs with its graph
         item.done.wait()
@@ -211,9 +215,9 @@ def _memset(stream_handle, dptr, value, count, width: int) -> None:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"memset of {width}-byte words at unaligned {dptr:#x}")
     if count == 0:
         return
-    _device_range(ctx, dptr, count * width, "memset")
-    view = ctx.memory.view({1: "u1", 4: "u4"}[width])
-    start = ctx.memory.check_range(dptr, count * width) // width
+    memory = _device_range(ctx, dptr, count * width, "memset")
+    view = memory.view({1: "u1", 4: "u4"}[width])
+    start = memory.check_range(dptr, count * width) // width
 
     def run():
         view[start:start + count] = value
