@@ -86,6 +86,7 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuMemRangeGetAttribute":     ("cuMemRangeGetAttribute", (ptr, c_size_t, c_int, CUdeviceptr, c_size_t)),
     "cuMemHostRegister":          ("cuMemHostRegister_v2", (ptr, c_size_t, c_uint)),
     "cuMemHostUnregister":        ("cuMemHostUnregister", (ptr,)),
+    "cuMemHostGetDevicePointer":  ("cuMemHostGetDevicePointer_v2", (ptr, ptr, c_uint)),
     # pointer attributes (CUpointer_attribute: a C enum, an int)
     "cuPointerGetAttribute":      ("cuPointerGetAttribute", (ptr, c_int, CUdeviceptr)),
     "cuPointerGetAttributes":     ("cuPointerGetAttributes", (c_uint, ptr, ptr, CUdeviceptr)),

@@ -28,6 +28,10 @@ extern "C" __global__ void scratch(int *out) {      // new/delete, as C++ writes
     delete[] q;
 }
 extern "C" __global__ void release(unsigned long long p) { free((void *)p); }
+extern "C" __global__ void grab(void **slots, unsigned long long bytes) {
+    slots[threadIdx.x + blockIdx.x * blockDim.x] = malloc(bytes);
+}
+extern "C" __global__ void drop(void **slots) { free(slots[threadIdx.x + blockIdx.x * blockDim.x]); }
 """
 
 
@@ -58,23 +62,24 @@ def test_new_and_delete(kernels):
 
 
 def test_an_exhausted_heap_returns_null(kernels):
-    heap = 64 << 10
-    cuda.set_limit("MALLOC_HEAP_SIZE", heap)
-    threads, n = 64, 1024                       # 4 KiB each: far more than the heap holds
+    cuda.set_limit("MALLOC_HEAP_SIZE", 1 << 20)
+    heap = cuda.get_limit("MALLOC_HEAP_SIZE")           # as the driver may have rounded it
+    threads, block = 256, 256 << 10                     # 64 MiB asked of a heap of about 1 MiB
     slots = cuda.mem_alloc(8 * threads)
-    kernels.get_function("fill").launch(1, threads, (slots, n))
+    kernels.get_function("grab").launch(1, threads, (slots, block))
     pointers = download(slots, threads, np.uint64)
     got = np.sort(pointers[pointers != 0])
-    assert 0 < got.size <= heap // (4 * n)
-    assert (np.diff(got) >= 4 * n).all()        # the blocks do not overlap
-    with pytest.raises(cuda.CudaError) as e:    # fixed once a kernel used malloc
-        cuda.set_limit("MALLOC_HEAP_SIZE", 1 << 20)
+    assert 0 < got.size <= heap // block
+    assert (np.diff(got) >= block).all()                # the blocks do not overlap
+    with pytest.raises(cuda.CudaError) as e:            # fixed once a kernel used malloc
+        cuda.set_limit("MALLOC_HEAP_SIZE", 1 << 24)
     assert e.value.name == "CUDA_ERROR_INVALID_VALUE"
     if cuda.get_driver().kind == "emu":
-        assert got.size == heap // (4 * n)          # exactly the blocks that fit, in thread order
+        assert got.size == heap // block                # exactly the blocks that fit, in thread order
         assert (pointers[:got.size] != 0).all()
-    sums = cuda.mem_alloc(8 * threads)
-    kernels.get_function("drain").launch(1, threads, (slots, sums, n))     # frees them again
+    kernels.get_function("drop").launch(1, threads, (slots,))      # free(NULL) does nothing
+    kernels.get_function("grab").launch(1, threads, (slots, block))
+    assert (download(slots, threads, np.uint64) != 0).sum() == got.size     # all of it back
     cuda.synchronize()
 
 

@@ -26,6 +26,9 @@ def test_host_and_kernel_share_managed_memory(driver, rng):
     assert info.is_managed and info.memory_type == "device" and info.device_pointer == c.ptr
     assert info.host_pointer is not None and info.range_size == 4 * n
     assert not cuda.pointer_attributes(cuda.mem_alloc(64)).is_managed
+    # the host view's address is the same memory (on a GPU: the same address)
+    seen = cuda.pointer_attributes(hc.ctypes.data + 8)
+    assert seen.is_managed and seen.device_pointer == c.ptr + 8 and seen.host_pointer == hc.ctypes.data + 8
 
 
 def test_managed_memory_in_copies(driver, rng):
@@ -112,3 +115,18 @@ def test_register_host_makes_copies_asynchronous(driver, rng):
     assert _code(driver.cuMemHostUnregister, back.ctypes.data) == "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"
     with pytest.raises(ValueError, match="contiguous"):
         cuda.register_host(np.zeros((4, 4))[:, ::2])
+
+
+def test_device_pointer_of_pinned_memory(driver):
+    """cuMemHostGetDevicePointer: where the device maps host memory, the address kernels use;
+    the emulated device cannot map it (CAN_MAP_HOST_MEMORY 0) and says so."""
+    host = cuda.pinned_empty(256, np.float32)
+    out = ctypes.c_uint64()
+    code = driver.cuMemHostGetDevicePointer.unchecked(ctypes.byref(out), host.ctypes.data, 0)
+    if cuda.Device(0).attribute("CAN_MAP_HOST_MEMORY"):
+        assert code == 0 and out.value != 0
+    else:
+        assert code == CURESULT["CUDA_ERROR_INVALID_VALUE"]
+    plain = np.zeros(16)
+    assert driver.cuMemHostGetDevicePointer.unchecked(ctypes.byref(out), plain.ctypes.data, 0) == \
+        CURESULT["CUDA_ERROR_INVALID_VALUE"]

@@ -191,6 +191,18 @@ def cuMemHostRegister(p, nbytes, flags):
 
 
 @api
+def cuMemHostGetDevicePointer(dptr_out, p, flags):
+    current()
+    if flags != 0:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"cuMemHostGetDevicePointer: flags must be 0, got {flags:#x}")
+    hit = locate(p)
+    if hit is None or hit.kind not in ("pinned", "registered"):
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"cuMemHostGetDevicePointer: {p:#x} is not page-locked host memory")
+    # CAN_MAP_HOST_MEMORY is 0: no kernel of the emulated device can reach host memory
+    raise EmuError("CUDA_ERROR_INVALID_VALUE", "cuMemHostGetDevicePointer: the emulated device cannot map host memory")
+
+
+@api
 def cuMemHostUnregister(p):
     ctx = current()
     refuse_unsafe(ctx, "cuMemHostUnregister")

@@ -17,6 +17,7 @@ import itertools
 from dataclasses import dataclass
 
 from ...capi.constants import MEMORY_TYPE, POINTER_ATTRIBUTE
+from ..engine.memory import BASE
 from .context import Context, api, current, live_contexts
 from .errors import EmuError
 
@@ -40,6 +41,7 @@ class Located:
     ctx: Context
     start: int
     size: int
+    address: int           # the address asked about, as the device sees it (host memory: as given)
 
     def buffer_id(self) -> int:
         if self.start not in self.ctx.buffer_ids:      # a module variable: an id on first query
@@ -47,29 +49,43 @@ class Located:
         return self.ctx.buffer_ids[self.start]
 
 
+def _from_host_view(ctx: Context, ptr: int) -> int | None:
+    """The device address of a host address inside the arena's host mapping (how the host
+    reaches managed memory), or None."""
+    memory = ctx.memory
+    if memory.host_base <= ptr < memory.host_base + memory.u8.size:
+        return ptr - memory.host_base + BASE
+    return None
+
+
 def locate(ptr: int) -> Located | None:
-    """The allocation (or host range) that contains `ptr`, in any live context."""
+    """The allocation (or host range) that contains `ptr`, in any live context; a managed
+    allocation is found from its device address and from its host one alike."""
     for ctx in live_contexts():
         hit = ctx.memory.find(ptr)
         if hit is not None:
-            return Located("managed" if hit[0] in ctx.managed else "device", ctx, *hit)
+            return Located("managed" if hit[0] in ctx.managed else "device", ctx, *hit, ptr)
+        address = _from_host_view(ctx, ptr)
+        hit = None if address is None else ctx.memory.find(address)
+        if hit is not None and hit[0] in ctx.managed:
+            return Located("managed", ctx, *hit, address)
         for start, buf in list(ctx.pinned.items()):
             if start <= ptr < start + ctypes.sizeof(buf):
-                return Located("pinned", ctx, start, ctypes.sizeof(buf))
+                return Located("pinned", ctx, start, ctypes.sizeof(buf), ptr)
         for start, size in list(ctx.registered.items()):
             if start <= ptr < start + size:
-                return Located("registered", ctx, start, size)
+                return Located("registered", ctx, start, size, ptr)
     return None
 
 
 def _device_pointer(hit: Located, ptr: int):
     # Host memory: the emulated device cannot reach it (no mapped pinned memory).
-    return ptr if hit.kind in ("device", "managed") else None
+    return hit.address if hit.kind in ("device", "managed") else None
 
 
 def _host_pointer(hit: Located, ptr: int):
     if hit.kind == "managed":
-        return hit.ctx.memory.host_address(ptr)
+        return hit.ctx.memory.host_address(hit.address)
     return ptr if hit.kind in ("pinned", "registered") else None
 
 
