@@ -66,6 +66,9 @@ def test_stream_priorities(driver):
     assert cuda.Device(0).attribute("STREAM_PRIORITIES_SUPPORTED") == 1
     with pytest.raises(ValueError, match="priority"):
         cuda.Stream(priority=1 << 40)
+    handle = ctypes.c_void_p()
+    code = driver.cuStreamCreateWithPriority.unchecked(ctypes.byref(handle), 0x80, greatest)
+    assert code == CURESULT["CUDA_ERROR_INVALID_VALUE"]          # unknown flags
 
 
 def test_stream_flags(driver):

@@ -12,22 +12,28 @@ from .queues import Event, Stream
 
 
 # ---- streams --------------------------------------------------------------------------------
-@api
-def cuStreamCreate(stream_out, flags):
+def _create(stream_out, flags, priority: int) -> None:
     ctx = current()
     if flags & ~Stream.NON_BLOCKING:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown stream flags {flags:#x}")
+    if not stream_out:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL stream pointer")
     handle = ctx.new_handle()
-    ctx.add_stream(handle, Stream(ctx, flags, f"stream-{handle:#x}"))
+    stream = Stream(ctx, flags, f"stream-{handle:#x}")
+    # Out of range is clamped, as the driver documents; the priority is recorded (limits.py).
+    stream.priority = clamp_priority(priority)
+    ctx.add_stream(handle, stream)
     write_out(ctypes.c_void_p, stream_out, handle)
 
 
 @api
+def cuStreamCreate(stream_out, flags):
+    _create(stream_out, flags, LEAST_PRIORITY)
+
+
+@api
 def cuStreamCreateWithPriority(stream_out, flags, priority):
-    cuStreamCreate(stream_out, flags)
-    handle = ctypes.c_void_p.from_address(stream_out).value
-    # Out of range is clamped, as the driver documents; the priority is recorded (limits.py).
-    current().stream(handle).priority = clamp_priority(priority)
+    _create(stream_out, flags, priority)
 
 
 @api
