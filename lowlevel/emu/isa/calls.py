@@ -164,7 +164,8 @@ def _expand(k, body, mod, stack, counter) -> list:
             out.append(Instruction("_assertfail", [], [Sym(a) for a in args], ins.line,
                                    ins.text, ins.guard))
             continue
-        if name in ("malloc", "free"):          # the device heap: heap.py
+        defined = mod.functions.get(name)
+        if name in ("malloc", "free") and not (defined and defined.body):      # the device heap: heap.py
             if len(args) != 1 or len(rets) != (name == "malloc"):
                 raise PtxError(ins.line, f"{name} takes one argument: {ins.text}")
             out.append(Instruction("_" + name, [], [Sym(rets[0]) if rets else None, Sym(args[0])],
