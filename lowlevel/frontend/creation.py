@@ -14,7 +14,7 @@ from ..cuda import current_stream, memcpy_htod_async
 from ..cuda.allocator import on_empty_cache
 from ..cuda.context import ensure_context, on_reset
 from . import dtypes as dt
-from .device import Device
+from .device import Device, device_guard
 from .dtypes import DType, as_dtype
 from .shapes import contiguous_strides, shape_args
 from .tensor import Storage, Tensor
@@ -57,8 +57,9 @@ def from_numpy_values(values: np.ndarray, dtype: DType, device) -> Tensor:
     host = np.array(dtype.from_numpy_values(values), order="C")
     t = empty(host.shape, dtype=dtype, device=device)
     if host.nbytes:
-        # From pageable memory the driver stages the bytes, so `host` may go at once.
-        memcpy_htod_async(t.data_ptr, host, current_stream())
+        with device_guard(device.index):        # in the order of the tensor's own device
+            # From pageable memory the driver stages the bytes, so `host` may go at once.
+            memcpy_htod_async(t.data_ptr, host, current_stream())
     return t
 
 
@@ -82,8 +83,9 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
     # zero is part of the key, or x - -0.0 would reuse the tensor of +0.0.
     key = (type(value), value, value == 0 and math.copysign(1.0, value) < 0, dtype, device)
     if device.type == "cuda":
-        drv, ctx = ensure_context()
-        stream = current_stream()
+        with device_guard(device.index):        # the context and stream of the tensor's device
+            drv, ctx = ensure_context()
+            stream = current_stream()
         key += (id(drv), ctx.ordinal, ctx.generation, 0 if stream is None else stream.handle)
     t = _constants.get(key)
     if t is None:
