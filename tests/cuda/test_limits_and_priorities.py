@@ -24,7 +24,7 @@ def test_limit_defaults_and_round_trips(driver):
     cuda.set_limit("STACK_SIZE", 4096)
     assert cuda.get_limit("STACK_SIZE") >= 4096
     cuda.set_limit("MALLOC_HEAP_SIZE", 32 << 20)
-    assert cuda.get_limit("MALLOC_HEAP_SIZE") == 32 << 20
+    assert cuda.get_limit("MALLOC_HEAP_SIZE") >= 32 << 20          # a driver may round up
     with pytest.raises(ValueError, match="unknown limit"):
         cuda.get_limit("NO_SUCH_LIMIT")
     value = ctypes.c_size_t()
@@ -36,7 +36,7 @@ def test_limit_defaults_and_round_trips(driver):
 
 def test_printf_fifo_drops_what_does_not_fit(driver, capfd):
     cuda.reset_device()                  # the FIFO size is fixed by a context's first printf launch
-    cuda.set_limit("PRINTF_FIFO_SIZE", 600)
+    cuda.set_limit("PRINTF_FIFO_SIZE", 4096)
     f = load_compiled(nvrtc_ptx(PRINTER)).get_function("say")
     capfd.readouterr()
     f.launch(8, 512, (5,))               # 4096 records: far beyond the FIFO on any device
@@ -45,7 +45,7 @@ def test_printf_fifo_drops_what_does_not_fit(driver, capfd):
     assert len(lines) < 4096
     assert all(re.fullmatch(r"thread \d{3} says 5", line) for line in lines), lines[:5]
     if driver.kind == "emu":             # each record charged its text, 18 bytes
-        assert len(lines) == 600 // len("thread 000 says 5\n")
+        assert len(lines) == 4096 // len("thread 000 says 5\n")
         assert lines == [f"thread {i:03d} says 5" for i in range(len(lines))]
     with pytest.raises(cuda.CudaError) as e:     # too late: a printf kernel ran in this context
         cuda.set_limit("PRINTF_FIFO_SIZE", 1 << 20)
