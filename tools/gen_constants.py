@@ -1,4 +1,4 @@
-"""Regenerate lowlevel/capi/constants.py (from cuda.h, nvidia-cuda-runtime wheel) and
+"""Regenerate lowlevel/capi/constants.py and memory_constants.py (from cuda.h, nvidia-cuda-runtime wheel) and
 lowlevel/capi/cublas_constants.py (from cublas_api.h and library_types.h, nvidia-cublas wheel).
 
 The enum values are facts of the driver ABI; reading them from the header (instead of typing
@@ -24,6 +24,15 @@ ENUMS = {  # C enum type -> Python dict name
     "CUclusterSchedulingPolicy": "CLUSTER_SCHEDULING_POLICY",
     "CUoccupancy_flags": "OCCUPANCY_FLAGS",
     "CUshared_carveout": "SHARED_CARVEOUT",
+}
+
+MEMORY_ENUMS = {  # cuda.h's memory enums, in a module of their own (memory_constants.py)
+    "CUpointer_attribute": "POINTER_ATTRIBUTE",
+    "CUmemorytype": "MEMORY_TYPE",
+    "CUlimit": "LIMIT",
+    "CUmem_advise": "MEM_ADVISE",
+    "CUmemLocationType": "MEM_LOCATION_TYPE",
+    "CUmem_range_attribute": "MEM_RANGE_ATTRIBUTE",
 }
 
 
@@ -101,6 +110,7 @@ def main() -> None:
                  [f"CUDA_H_VERSION = {version}"])
     with open(package / "constants.py", "a") as f:
         f.write("CURESULT_NAME = {v: k for k, v in CURESULT.items()}\n")
+    write_module(package / "memory_constants.py", "CUDA driver (cuda.h), memory and limits", MEMORY_ENUMS, [text])
     # cuBLAS: its header comes with the nvidia-cublas wheel (the `gpu` extra).
     include = find_nvidia_header_directory("cublas")
     if include is None:

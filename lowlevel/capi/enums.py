@@ -1,10 +1,14 @@
 """Driver enum members by name, as users write them: "NUM_REGS" or "CU_FUNC_ATTRIBUTE_NUM_REGS"."""
 from .constants import DEVICE_ATTRIBUTE, FUNCTION_ATTRIBUTE, JIT_OPTION
+from .memory_constants import LIMIT, MEM_ADVISE, POINTER_ATTRIBUTE
 
 _TABLES = {
     "device attribute": (DEVICE_ATTRIBUTE, "CU_DEVICE_ATTRIBUTE_"),
     "function attribute": (FUNCTION_ATTRIBUTE, "CU_FUNC_ATTRIBUTE_"),
     "JIT option": (JIT_OPTION, "CU_JIT_"),
+    "pointer attribute": (POINTER_ATTRIBUTE, "CU_POINTER_ATTRIBUTE_"),
+    "limit": (LIMIT, "CU_LIMIT_"),
+    "memory advice": (MEM_ADVISE, "CU_MEM_ADVISE_"),
 }
 
 

@@ -7,7 +7,9 @@ Pointers are declared `c_void_p` (callers pass `byref(x)`, buffers or ints); dev
 (CUdeviceptr) are 64-bit integers, which is what they are in C.
 """
 import ctypes
-from ctypes import c_char_p, c_int, c_size_t, c_uint, c_uint64, c_ubyte, c_void_p
+from ctypes import c_char_p, c_int, c_size_t, c_uint, c_uint64, c_ubyte, c_ushort, c_void_p
+
+from .structs import CUmemLocation
 
 CUresult = c_int
 CUdevice = c_int
@@ -28,6 +30,8 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuDeviceGetName":            ("cuDeviceGetName", (ptr, c_int, CUdevice)),
     "cuDeviceTotalMem":           ("cuDeviceTotalMem_v2", (ptr, CUdevice)),
     "cuDeviceGetAttribute":       ("cuDeviceGetAttribute", (ptr, c_int, CUdevice)),
+    "cuDeviceGetUuid":            ("cuDeviceGetUuid_v2", (ptr, CUdevice)),
+    "cuDeviceGetPCIBusId":        ("cuDeviceGetPCIBusId", (ptr, c_int, CUdevice)),
     # the primary context
     "cuDevicePrimaryCtxRetain":   ("cuDevicePrimaryCtxRetain", (ptr, CUdevice)),
     "cuDevicePrimaryCtxRelease":  ("cuDevicePrimaryCtxRelease_v2", (CUdevice,)),
@@ -36,6 +40,16 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuCtxGetCurrent":            ("cuCtxGetCurrent", (ptr,)),
     "cuCtxGetDevice":             ("cuCtxGetDevice", (ptr,)),
     "cuCtxSynchronize":           ("cuCtxSynchronize", ()),
+    # several devices: peer access and copies between contexts
+    "cuDeviceCanAccessPeer":      ("cuDeviceCanAccessPeer", (ptr, CUdevice, CUdevice)),
+    "cuCtxEnablePeerAccess":      ("cuCtxEnablePeerAccess", (handle, c_uint)),
+    "cuCtxDisablePeerAccess":     ("cuCtxDisablePeerAccess", (handle,)),
+    "cuMemcpyPeer":               ("cuMemcpyPeer", (CUdeviceptr, handle, CUdeviceptr, handle, c_size_t)),
+    "cuMemcpyPeerAsync":          ("cuMemcpyPeerAsync", (CUdeviceptr, handle, CUdeviceptr, handle, c_size_t, handle)),
+    # context limits (CUlimit: a C enum, an int) and stream priorities
+    "cuCtxGetLimit":              ("cuCtxGetLimit", (ptr, c_int)),
+    "cuCtxSetLimit":              ("cuCtxSetLimit", (c_int, c_size_t)),
+    "cuCtxGetStreamPriorityRange": ("cuCtxGetStreamPriorityRange", (ptr, ptr)),
     # memory
     "cuMemGetInfo":               ("cuMemGetInfo_v2", (ptr, ptr)),
     "cuMemAlloc":                 ("cuMemAlloc_v2", (ptr, c_size_t)),
@@ -55,6 +69,27 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuMemsetD32":                ("cuMemsetD32_v2", (CUdeviceptr, c_uint, c_size_t)),
     "cuMemsetD8Async":            ("cuMemsetD8Async", (CUdeviceptr, c_ubyte, c_size_t, handle)),
     "cuMemsetD32Async":           ("cuMemsetD32Async", (CUdeviceptr, c_uint, c_size_t, handle)),
+    # pitched memory (CUDA_MEMCPY2D/3D: lowlevel/capi/structs.py, passed by pointer)
+    "cuMemAllocPitch":            ("cuMemAllocPitch_v2", (ptr, ptr, c_size_t, c_size_t, c_uint)),
+    "cuMemcpy2D":                 ("cuMemcpy2D_v2", (ptr,)),
+    "cuMemcpy2DAsync":            ("cuMemcpy2DAsync_v2", (ptr, handle)),
+    "cuMemcpy3D":                 ("cuMemcpy3D_v2", (ptr,)),
+    "cuMemcpy3DAsync":            ("cuMemcpy3DAsync_v2", (ptr, handle)),
+    "cuMemsetD16":                ("cuMemsetD16_v2", (CUdeviceptr, c_ushort, c_size_t)),
+    "cuMemsetD16Async":           ("cuMemsetD16Async", (CUdeviceptr, c_ushort, c_size_t, handle)),
+    "cuMemsetD2D32":              ("cuMemsetD2D32_v2", (CUdeviceptr, c_size_t, c_uint, c_size_t, c_size_t)),
+    "cuMemsetD2D32Async":         ("cuMemsetD2D32Async", (CUdeviceptr, c_size_t, c_uint, c_size_t, c_size_t, handle)),
+    # managed and registered memory (CUmemLocation: lowlevel/capi/structs.py, passed by value)
+    "cuMemAllocManaged":          ("cuMemAllocManaged", (ptr, c_size_t, c_uint)),
+    "cuMemPrefetchAsync":         ("cuMemPrefetchAsync_v2", (CUdeviceptr, c_size_t, CUmemLocation, c_uint, handle)),
+    "cuMemAdvise":                ("cuMemAdvise_v2", (CUdeviceptr, c_size_t, c_int, CUmemLocation)),
+    "cuMemRangeGetAttribute":     ("cuMemRangeGetAttribute", (ptr, c_size_t, c_int, CUdeviceptr, c_size_t)),
+    "cuMemHostRegister":          ("cuMemHostRegister_v2", (ptr, c_size_t, c_uint)),
+    "cuMemHostUnregister":        ("cuMemHostUnregister", (ptr,)),
+    "cuMemHostGetDevicePointer":  ("cuMemHostGetDevicePointer_v2", (ptr, ptr, c_uint)),
+    # pointer attributes (CUpointer_attribute: a C enum, an int)
+    "cuPointerGetAttribute":      ("cuPointerGetAttribute", (ptr, c_int, CUdeviceptr)),
+    "cuPointerGetAttributes":     ("cuPointerGetAttributes", (c_uint, ptr, ptr, CUdeviceptr)),
     # modules and functions
     "cuModuleLoadData":           ("cuModuleLoadData", (ptr, ptr)),
     "cuModuleLoadDataEx":         ("cuModuleLoadDataEx", (ptr, ptr, c_uint, ptr, ptr)),
@@ -82,6 +117,9 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuOccupancyMaxActiveClusters": ("cuOccupancyMaxActiveClusters", (ptr, handle, ptr)),
     # streams
     "cuStreamCreate":             ("cuStreamCreate", (ptr, c_uint)),
+    "cuStreamCreateWithPriority": ("cuStreamCreateWithPriority", (ptr, c_uint, c_int)),
+    "cuStreamGetPriority":        ("cuStreamGetPriority", (handle, ptr)),
+    "cuStreamGetFlags":           ("cuStreamGetFlags", (handle, ptr)),
     "cuStreamDestroy":            ("cuStreamDestroy_v2", (handle,)),
     "cuStreamSynchronize":        ("cuStreamSynchronize", (handle,)),
     "cuStreamQuery":              ("cuStreamQuery", (handle,)),

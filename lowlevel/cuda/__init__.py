@@ -6,6 +6,11 @@
     checked.py       integer arguments range-checked before they become C values
     context.py       devices, the primary context, resets (on_reset), finalizer safety
     memory.py        device and pinned memory, copies, memsets
+    limits.py        context limits (printf FIFO, malloc heap, stack), stream priority range
+    managed.py       managed memory, prefetch and advice; register_host (pinning numpy arrays)
+    peer.py          several devices: peer access, copies between devices
+    pitched.py       pitched 2-D/3-D memory: cuMemAllocPitch, cuMemcpy2D/3D, 2-D memsets
+    pointer.py       what the driver knows about an address (cuPointerGetAttribute)
     stream.py        streams, events, host callbacks
     graph.py         CUDA graphs: capture(stream) -> Graph, GraphExec (replay, update)
     graph_capture.py graph() and CUDAGraph: tensor ops captured with a private memory pool
@@ -30,6 +35,12 @@ from .memory import (DeviceAllocation, mem_alloc, mem_alloc_async, mem_get_info,
                      memset_d8, memset_d32, pinned_empty)
 from .graph import Graph, GraphExec, capture, is_current_stream_capturing
 from .graph_capture import CUDAGraph, graph
+from .limits import get_limit, set_limit, stream_priority_range
+from .managed import (ManagedAllocation, RegisteredHost, advise, mem_alloc_managed, prefetch, range_attribute,
+                      register_host)
+from .peer import can_access_peer, disable_peer_access, enable_peer_access, memcpy_peer
+from .pitched import PitchedAllocation, alloc_pitch, copy_2d, copy_3d, memset_d2d32, memset_d16
+from .pointer import PointerAttributes, pointer_attribute, pointer_attributes
 from .module import Function, Module
 from .occupancy import available_dynamic_shared, max_active_clusters, max_potential_block_size
 from .stream import Event, Stream, current_stream, stream
@@ -50,4 +61,10 @@ __all__ = [
     "memcpy_htod_async", "memset_d8", "memset_d32", "pinned_empty", "real_driver_status",
     "reset_device", "synchronize", "use_driver", "stream", "current_stream", "memory_stats", "empty_cache",
     "available_dynamic_shared", "max_active_clusters", "max_potential_block_size",
+    "PointerAttributes", "pointer_attribute", "pointer_attributes",
+    "get_limit", "set_limit", "stream_priority_range",
+    "ManagedAllocation", "RegisteredHost", "advise", "mem_alloc_managed", "prefetch", "range_attribute",
+    "register_host",
+    "can_access_peer", "disable_peer_access", "enable_peer_access", "memcpy_peer",
+    "PitchedAllocation", "alloc_pitch", "copy_2d", "copy_3d", "memset_d16", "memset_d2d32",
 ]

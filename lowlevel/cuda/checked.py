@@ -19,8 +19,8 @@ import operator
 
 # The ctypes integer types the binding tables use (c_size_t and c_uint64 are one type on
 # 64-bit Linux, as are c_int64 and c_long).
-INTEGER_TYPES = frozenset({ctypes.c_ubyte, ctypes.c_int, ctypes.c_uint, ctypes.c_int64, ctypes.c_uint64,
-                           ctypes.c_size_t})
+INTEGER_TYPES = frozenset({ctypes.c_ubyte, ctypes.c_ushort, ctypes.c_int, ctypes.c_uint, ctypes.c_int64,
+                           ctypes.c_uint64, ctypes.c_size_t})
 
 
 def c_range(ctype) -> tuple[int, int]:

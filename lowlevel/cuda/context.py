@@ -13,6 +13,7 @@ import ctypes
 import signal
 import sys
 import threading
+import uuid
 
 from ..capi.enums import enum_value
 from .driver import Driver, get_driver
@@ -55,6 +56,11 @@ def _primary(drv: Driver, ordinal: int) -> _PrimaryContext:
     return ctx
 
 
+def primary_context_handle(ordinal: int) -> int:
+    """The CUcontext of device `ordinal`'s primary context (retained on first use)."""
+    return _primary(get_driver(), ordinal).handle
+
+
 def _make_current(drv: Driver, ctx: _PrimaryContext) -> None:
     # The driver's current context is per thread; remember what this thread last made current
     # (per driver and context generation), so switching devices or drivers sets it again.
@@ -75,6 +81,7 @@ def ensure_context() -> tuple[Driver, _PrimaryContext]:
         _make_current(drv, ctx)
     if _pending_releases and not in_host_callback() and not _captures[0]:
         run_pending_releases()
+        _make_current(drv, ctx)     # a release makes its own context current: another device's
     return drv, ctx
 
 
@@ -292,6 +299,20 @@ class Device:
     @property
     def multiprocessor_count(self) -> int:
         return self.attribute("MULTIPROCESSOR_COUNT")
+
+    @property
+    def uuid(self) -> uuid.UUID:
+        """The device's UUID (cuDeviceGetUuid), as nvidia-smi shows it after "GPU-"."""
+        raw = (ctypes.c_char * 16)()
+        self.driver.cuDeviceGetUuid(raw, self.handle)
+        return uuid.UUID(bytes=bytes(raw))
+
+    @property
+    def pci_bus_id(self) -> str:
+        """"domain:bus:device.function" in hexadecimal (cuDeviceGetPCIBusId)."""
+        buf = ctypes.create_string_buffer(64)
+        self.driver.cuDeviceGetPCIBusId(buf, len(buf), self.handle)
+        return buf.value.decode()
 
 
 def _at_exit() -> None:

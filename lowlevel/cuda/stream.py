@@ -12,7 +12,8 @@ import threading
 import traceback
 
 from ..capi.prototypes import CUhostFn
-from .context import ContextBound, ContextResource, set_in_host_callback
+from .checked import c_integer
+from .context import ContextBound, ContextResource, current_device_ordinal, set_in_host_callback
 from .driver import NOT_READY
 
 CU_STREAM_NON_BLOCKING = 0x1
@@ -34,15 +35,35 @@ class Stream(ContextResource):
 
     handle = ContextBound("_handle")       # refused once the context is reset
 
-    def __init__(self, non_blocking: bool = False, _handle: int | None = None):
+    def __init__(self, non_blocking: bool = False, _handle: int | None = None, *, priority: int | None = None):
         self._adopt()
         self.non_blocking = non_blocking
         if _handle is not None:
             self.handle, self._owned = _handle, False
             return
         h = ctypes.c_void_p()
-        self._drv.cuStreamCreate(ctypes.byref(h), CU_STREAM_NON_BLOCKING if non_blocking else 0)
+        flags = CU_STREAM_NON_BLOCKING if non_blocking else 0
+        if priority is None:
+            self._drv.cuStreamCreate(ctypes.byref(h), flags)
+        else:
+            # Lower numbers are higher priorities; the driver clamps to stream_priority_range().
+            priority = c_integer(priority, ctypes.c_int, "Stream: priority")
+            self._drv.cuStreamCreateWithPriority(ctypes.byref(h), flags, priority)
         self.handle, self._owned = h.value, True
+
+    @property
+    def priority(self) -> int:
+        """The stream's priority (cuStreamGetPriority): lower is more urgent."""
+        value = ctypes.c_int()
+        self._drv.cuStreamGetPriority(self.handle, ctypes.byref(value))
+        return value.value
+
+    @property
+    def flags(self) -> int:
+        """The flags the stream was created with (cuStreamGetFlags): CU_STREAM_NON_BLOCKING or 0."""
+        value = ctypes.c_uint()
+        self._drv.cuStreamGetFlags(self.handle, ctypes.byref(value))
+        return value.value
 
     @classmethod
     def legacy(cls) -> "Stream":
@@ -191,8 +212,12 @@ _current = threading.local()
 
 
 def current_stream() -> Stream | None:
-    """The stream this thread's ops run on; None means the legacy default stream."""
-    return getattr(_current, "stream", None)
+    """The stream this thread's ops run on; None means the legacy default stream. A stream
+    belongs to one device: while another device is current, its legacy stream is used."""
+    s = getattr(_current, "stream", None)
+    if s is not None and s.context.ordinal != current_device_ordinal():
+        return None
+    return s
 
 
 class stream:
@@ -203,7 +228,7 @@ class stream:
         self.s = s
 
     def __enter__(self):
-        self.previous = current_stream()
+        self.previous = getattr(_current, "stream", None)
         _current.stream = self.s
         return self.s
 

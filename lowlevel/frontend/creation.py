@@ -15,7 +15,7 @@ from ..cuda.graph import is_current_stream_capturing, refuse_while_capturing
 from ..cuda.allocator import on_empty_cache
 from ..cuda.context import ensure_context, on_reset
 from . import dtypes as dt
-from .device import Device
+from .device import Device, device_guard
 from .dtypes import DType, as_dtype
 from .shapes import contiguous_strides, shape_args
 from .tensor import Storage, Tensor
@@ -62,8 +62,9 @@ def from_numpy_values(values: np.ndarray, dtype: DType, device) -> Tensor:
                                "the array is gone; copy_ into a tensor made before the capture instead")
     t = empty(host.shape, dtype=dtype, device=device)
     if host.nbytes:
-        # From pageable memory the driver stages the bytes, so `host` may go at once.
-        memcpy_htod_async(t.data_ptr, host, current_stream())
+        with device_guard(device.index):        # in the order of the tensor's own device
+            # From pageable memory the driver stages the bytes, so `host` may go at once.
+            memcpy_htod_async(t.data_ptr, host, current_stream())
     return t
 
 
@@ -89,8 +90,9 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
     if device.type == "cuda":
         if is_current_stream_capturing():
             return _captured_scalar(value, dtype, device)
-        drv, ctx = ensure_context()
-        stream = current_stream()
+        with device_guard(device.index):        # the context and stream of the tensor's device
+            drv, ctx = ensure_context()
+            stream = current_stream()
         key += (id(drv), ctx.ordinal, ctx.generation, 0 if stream is None else stream.handle)
     t = _constants.get(key)
     if t is None:

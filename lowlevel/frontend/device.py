@@ -1,6 +1,18 @@
 """Where a tensor lives: Device("cpu"), Device("cuda"), Device("cuda:1"), or a device type
-that a backend registered from user code handles."""
+that a backend registered from user code handles.
+
+A CUDA tensor's memory and the work on it belong to its device: `device_guard(index)` makes
+that device the current one (lowlevel.cuda's per-thread current device) for a block, and
+`on_their_device(call)` runs a dispatch with the device of the first CUDA tensor among its
+arguments current, as PyTorch's device guard does. The thread's current stream is used only
+for its own device; another device's tensors go to that device's legacy default stream.
+"""
+import contextlib
+import functools
+
+from ..cuda import Device as CudaDevice
 from ..cuda import device_count
+from ..cuda.context import current_device_ordinal
 
 
 class Device:
@@ -35,3 +47,41 @@ def check_ordinal(device: Device) -> None:
     if not 0 <= device.index < count:
         known = "cuda:0" if count == 1 else f"cuda:0 to cuda:{count - 1}"
         raise ValueError(f"invalid device ordinal: {device} does not exist (the CUDA devices are {known})")
+
+
+@contextlib.contextmanager
+def device_guard(index: int | None):
+    """Make CUDA device `index` the current one inside the block (None: leave it)."""
+    previous = current_device_ordinal()
+    if index is None or index == previous:
+        yield
+        return
+    CudaDevice(index).set_current()
+    try:
+        yield
+    finally:
+        CudaDevice(previous).set_current()
+
+
+def cuda_index(values) -> int | None:
+    """The device index of the first CUDA tensor (or CUDA Device) among `values`."""
+    for v in values:
+        d = v if isinstance(v, Device) else getattr(v, "device", None)
+        if isinstance(d, Device) and d.type == "cuda":
+            return d.index or 0
+    return None
+
+
+def on_their_device(dispatch):
+    """`dispatch` (the dispatcher's call or redispatch), run on the device of its CUDA
+    operands (the ops check first that they share one)."""
+    @functools.wraps(dispatch)
+    def guarded(*args, **kwargs):
+        index = cuda_index(args)
+        if index is None and kwargs:
+            index = cuda_index(kwargs.values())
+        if index is None or index == current_device_ordinal():
+            return dispatch(*args, **kwargs)
+        with device_guard(index):
+            return dispatch(*args, **kwargs)
+    return guarded

@@ -18,9 +18,12 @@ import numpy as np
 from ..dispatch import Autograd, call, exclude
 from .autograd import rebase_history, records_inplace
 from .creation import from_numpy_values
+from .device import on_their_device
 from .ops import add, clamp, clone, div, mul, sub, to, where
 from .shapes import broadcast_shapes
 from .tensor import Tensor
+
+call = on_their_device(call)          # CUDA work on its tensors' device
 
 
 def _self_overlapping(t: Tensor) -> bool:

@@ -16,10 +16,12 @@ from ..cuda.graph import refuse_while_capturing
 from ..dispatch import call
 from . import dtypes as dt
 from .creation import empty, from_numpy_values, full
-from .device import Device
+from .device import Device, on_their_device
 from .dtypes import as_dtype
 from .ops import to
 from .tensor import Tensor
+
+call = on_their_device(call)          # CUDA work on its tensors' device
 
 
 def _describe(x) -> str:

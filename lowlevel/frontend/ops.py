@@ -21,10 +21,12 @@ from ..cuda.graph import refuse_while_capturing
 from ..dispatch import Autograd, KeySet, backend_for, call, redispatch
 from . import dtypes as dt
 from .creation import from_numpy_values, full, scalar_tensor
-from .device import Device
+from .device import Device, on_their_device
 from .dtypes import DType, as_dtype, is_dtype_name
 from .shapes import broadcast_shapes
 from .tensor import Tensor
+
+call, redispatch = on_their_device(call), on_their_device(redispatch)   # CUDA work on its tensors' device
 
 
 def _describe(x) -> str:

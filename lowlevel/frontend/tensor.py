@@ -19,7 +19,7 @@ from ..cuda import current_stream
 from ..cuda.allocator import get_allocator
 from ..cuda.context import release_later
 from ..cuda.graph import refuse_while_capturing
-from .device import Device, check_ordinal
+from .device import Device, check_ordinal, device_guard
 from .dtypes import DType
 from .shapes import contiguous_strides, infer_shape, shape_args
 
@@ -42,8 +42,9 @@ class Storage:
         self.keeper = None          # foreign memory: what keeps its owner's bytes alive
         if device.type == "cuda":
             check_ordinal(device)
-            self.allocator = get_allocator()
-            self.block = self.allocator.allocate(max(1, nbytes), current_stream())
+            with device_guard(device.index):            # the memory of the tensor's own device
+                self.allocator = get_allocator()
+                self.block = self.allocator.allocate(max(1, nbytes), current_stream())
         else:
             # A whole number of 8-byte words, so the bytes can be viewed as any element type.
             self.host = np.zeros(max(8, nbytes + (-nbytes % 8)), np.uint8)

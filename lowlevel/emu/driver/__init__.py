@@ -5,6 +5,11 @@
     memory.py     cuMemAlloc/Free, pinned host memory, copies, memsets
     modules.py    cuModuleLoad*, functions, globals, cuFuncGetParamInfo
     funcattrs.py  cuFuncGetAttribute/SetAttribute: resources, the shared opt-in, clusters
+    pointer.py    cuPointerGetAttribute(s): the owner and kind of any address
+    limits.py     cuCtxGet/SetLimit, stream priority range, device UUID and PCI bus id
+    managed.py    cuMemAllocManaged, prefetch and advice (recorded), cuMemHostRegister
+    peer.py       several devices: peer access, cuMemcpyPeer(Async)
+    pitched.py    cuMemAllocPitch, cuMemcpy2D/3D, cuMemsetD16, cuMemsetD2D32
     launch.py     cuLaunchKernel: parameters, configuration checks, the launch queued
     launch_ex.py  cuLaunchKernelEx (launch attributes), cuLaunchCooperativeKernel
     clusters.py   the cluster shape of a launch, checked
@@ -20,6 +25,7 @@
 Importing this package registers every driver function (functions() lists them).
 """
 from . import funcattrs, graphs, launch, launch_ex, memory, modules, occupancy, streams  # noqa: F401  (they register their C functions)
+from . import limits, managed, peer, pitched, pointer  # noqa: F401
 from .context import error_details, functions, last_launch_stats, thread_instructions
 from .entry import call_time, count_call_time, pending_interrupt
 

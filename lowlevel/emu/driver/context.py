@@ -25,7 +25,7 @@ from .queues import Event, Stream
 
 SUCCESS = 0
 LEGACY_STREAM_HANDLES = (0, 0x1)       # NULL and CU_STREAM_LEGACY
-DEVICE_COUNT = 1
+DEVICE_COUNT = 1                       # LOWLEVEL_EMU_DEVICES, read by the first cuInit
 
 _state_lock = threading.RLock()
 _thread = threading.local()            # .context: the current context of this thread
@@ -86,11 +86,13 @@ class Context:
     orders against the legacy stream and cuCtxSynchronize still waits for it.
     """
 
-    def __init__(self, handle: int):
+    def __init__(self, handle: int, ordinal: int = 0):
         self.handle = handle
+        self.ordinal = ordinal                  # the device it belongs to
         self.refcount = 0
         self.lock = threading.RLock()
-        self.memory = DeviceMemory(device.memory_size())
+        # each device's addresses follow the previous device's: unified addressing
+        self.memory = DeviceMemory(device.memory_size(), first_offset=ordinal * device.memory_size())
         self.legacy = Stream(self, 0, "legacy")
         self.streams: dict[int, Stream] = {}
         self.retired: list[Stream] = []         # destroyed, with work still queued
@@ -98,6 +100,13 @@ class Context:
         self.modules: dict = {}                 # handle -> modules.Module
         self.functions: dict = {}               # handle -> modules.Function
         self.pinned: dict[int, ctypes.Array] = {}      # host address -> buffer (cuMemAllocHost)
+        self.registered: dict[int, int] = {}    # host address -> size (cuMemHostRegister)
+        self.managed: dict = {}                 # cuMemAllocManaged start -> managed.ManagedRange
+        self.buffer_ids: dict[int, int] = {}    # allocation start -> CU_POINTER_ATTRIBUTE_BUFFER_ID
+        self.limits: dict[int, int] = {}        # CUlimit -> value set (limits.py has the defaults)
+        self.used_calls: set[str] = set()       # "_vprintf", "_malloc", "_free": launched, limits fixed
+        self.heap = None                        # limits.DeviceHeap: device malloc's, from the first use on
+        self.peers: list = []                   # contexts whose memory this one may access (peer.py)
         self.sticky: tuple[int, str] | None = None
         self.captures: list = []                # active capture.Capture sequences
         self.graphs: dict = {}                  # handle -> capture.Graph
@@ -180,7 +189,9 @@ class Context:
         for start, buf in list(self.pinned.items()):
             if start <= address and address + nbytes <= start + ctypes.sizeof(buf):
                 return True
-        return False
+        # memory pinned by cuMemHostRegister is page-locked as well
+        return any(start <= address and address + nbytes <= start + size
+                   for start, size in list(self.registered.items()))
 
     def synchronize(self) -> None:
         for s in self.all_streams():
@@ -214,6 +225,11 @@ def forget_handle(table: dict, handle: int, what: str):
 def require_init() -> None:
     if not _initialized:
         raise EmuError("CUDA_ERROR_NOT_INITIALIZED", "cuInit has not been called")
+
+
+def device_count() -> int:
+    """How many devices the emulated GPU presents."""
+    return DEVICE_COUNT
 
 
 def device_ordinal(ordinal: int) -> int:
@@ -262,9 +278,14 @@ def live_contexts() -> list:
 # ---- initialisation, versions, errors -------------------------------------------------------
 @api
 def cuInit(flags):
-    global _initialized
+    global _initialized, DEVICE_COUNT
     if flags != 0:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "cuInit flags must be 0")
+    if not _initialized:
+        try:
+            DEVICE_COUNT = device.device_count()
+        except ValueError as e:
+            raise EmuError("CUDA_ERROR_INVALID_VALUE", str(e))
     _initialized = True
 
 
@@ -321,7 +342,7 @@ def cuDeviceTotalMem(bytes_out, dev):
 @api
 def cuDeviceGetAttribute(value_out, attribute, dev):
     device_ordinal(dev)
-    values = device.attributes()
+    values = device.attributes(dev)
     if attribute not in values:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown device attribute {attribute}")
     write_out(ctypes.c_int, value_out, values[attribute])
@@ -334,7 +355,7 @@ def cuDevicePrimaryCtxRetain(ctx_out, dev):
     with _state_lock:
         ctx = _contexts.get(dev)
         if ctx is None:
-            ctx = _contexts[dev] = Context(_PRIMARY_HANDLE + dev * 0x1000000)
+            ctx = _contexts[dev] = Context(_PRIMARY_HANDLE + dev * 0x1000000, dev)
         ctx.refcount += 1
     write_out(ctypes.c_void_p, ctx_out, ctx.handle)
 
@@ -353,7 +374,7 @@ def _release(dev: int, reset: bool) -> None:
             del _contexts[dev]
             if reset and ctx.refcount > 0:          # the retainers keep a fresh, clean context
                 # with the same handle: threads it is current on now reach the fresh one
-                fresh = _contexts[dev] = Context(ctx.handle)
+                fresh = _contexts[dev] = Context(ctx.handle, dev)
                 fresh.refcount = ctx.refcount
             elif getattr(_thread, "context", None) is ctx:
                 _thread.context = None
@@ -374,6 +395,11 @@ def _context_by_handle(handle: int) -> Context:
         if ctx.handle == handle:
             return ctx
     raise EmuError("CUDA_ERROR_INVALID_CONTEXT", f"unknown or destroyed context {handle:#x}")
+
+
+def context_by_handle(handle: int) -> Context:
+    """The live context a CUcontext stands for; CUDA_ERROR_INVALID_CONTEXT if none."""
+    return _context_by_handle(handle)
 
 
 @api

@@ -3,7 +3,9 @@
 The limits are those of a Hopper-class part (the default compute capability is 9.0) and
 they are enforced: a launch beyond them fails as it would on the hardware.
 `LOWLEVEL_EMU_CC=8.0` changes the compute capability; `LOWLEVEL_EMU_MEMORY=2G` the memory;
-`LOWLEVEL_EMU_DRIVER_VERSION=12040` the CUDA version the driver claims.
+`LOWLEVEL_EMU_DRIVER_VERSION=12040` the CUDA version the driver claims;
+`LOWLEVEL_EMU_DEVICES=2` how many devices it presents (read once, by the first cuInit), each
+with its own memory (of LOWLEVEL_EMU_MEMORY), primary context and streams.
 """
 import os
 
@@ -39,6 +41,13 @@ def target_refusal(target: str, have: int | None = None) -> str:
     return versions.target_refusal(target, arch() if have is None else have)
 
 
+def device_count() -> int:
+    text = os.environ.get("LOWLEVEL_EMU_DEVICES", "1").strip()
+    if not text.isdigit() or not 1 <= int(text) <= 16:
+        raise ValueError(f"LOWLEVEL_EMU_DEVICES={text!r}: expected a number of devices from 1 to 16")
+    return int(text)
+
+
 def memory_size() -> int:
     return _parse_size(os.environ.get("LOWLEVEL_EMU_MEMORY", "4G"))
 
@@ -52,8 +61,8 @@ def name() -> str:
     return f"lowlevel emulated GPU (sm_{major}{minor})"
 
 
-def attributes() -> dict[int, int]:
-    """CUdevice_attribute number -> value. Attributes not modelled report 0."""
+def attributes(ordinal: int = 0) -> dict[int, int]:
+    """CUdevice_attribute number -> value for device `ordinal`. Attributes not modelled report 0."""
     major, minor = compute_capability()
     known = {
         "MAX_THREADS_PER_BLOCK": 1024,
@@ -72,6 +81,7 @@ def attributes() -> dict[int, int]:
         "GLOBAL_MEMORY_BUS_WIDTH": 5120,
         "L2_CACHE_SIZE": 50 * 1024 * 1024,
         "TEXTURE_ALIGNMENT": 512,
+        "TEXTURE_PITCH_ALIGNMENT": 32,            # cuMemAllocPitch pitches are multiples of 512
         "MULTIPROCESSOR_COUNT": 132,
         "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
         "MAX_BLOCKS_PER_MULTIPROCESSOR": 32,
@@ -84,14 +94,19 @@ def attributes() -> dict[int, int]:
         "ASYNC_ENGINE_COUNT": 2,
         "UNIFIED_ADDRESSING": 1,
         "CAN_MAP_HOST_MEMORY": 0,
+        "MANAGED_MEMORY": 1,
+        "CONCURRENT_MANAGED_ACCESS": 1,           # as on an H200: host and device at once
+        "PAGEABLE_MEMORY_ACCESS": 0,
+        "READ_ONLY_HOST_REGISTER_SUPPORTED": 0,
+        "HOST_REGISTER_SUPPORTED": 1,
         "INTEGRATED": 0,
         "KERNEL_EXEC_TIMEOUT": 1,                 # the emulator has a watchdog
         "MEMORY_POOLS_SUPPORTED": 1,
-        "STREAM_PRIORITIES_SUPPORTED": 0,
+        "STREAM_PRIORITIES_SUPPORTED": 1,         # recorded, not scheduled by (limits.py)
         "GLOBAL_L1_CACHE_SUPPORTED": 1,
         "LOCAL_L1_CACHE_SUPPORTED": 1,
         "COMPUTE_MODE": 0,
-        "PCI_BUS_ID": 0, "PCI_DEVICE_ID": 0, "PCI_DOMAIN_ID": 0,
+        "PCI_BUS_ID": 1 + ordinal, "PCI_DEVICE_ID": 0, "PCI_DOMAIN_ID": 0,   # bus 0: the host bridge
     }
     values = {number: 0 for number in DEVICE_ATTRIBUTE.values()}
     for short, value in known.items():

@@ -11,6 +11,7 @@ from . import device
 from .clusters import cluster_for_launch
 from .context import api, current
 from .errors import EmuError
+from .limits import LaunchLimits, note_launch
 from .modules import Function, function_of
 from .occupancy import max_threads_per_block
 
@@ -106,12 +107,13 @@ def kernel_run(ctx, f: Function, grid, block, shared: int, params: bytes, cluste
     `cluster`: the checked cluster shape (clusters.py); `cooperative`: all CTAs resident
     at once (grid-wide synchronisation)."""
     module, memory, name = f.module.ptx, ctx.memory, f.kernel.name
+    note_launch(ctx, f.kernel)          # the printf FIFO and malloc heap sizes are fixed now
 
     def run():
         workspace = grid_workspace(memory) if cooperative else 0
         try:
             run_kernel(module, name, grid=grid, block=block, params=params, memory=memory, shared_bytes=shared,
-                       tools=[*enabled(), LaunchCounters(ctx, name), PrintfOutput()],
+                       tools=[*enabled(), LaunchCounters(ctx, name), LaunchLimits(ctx), PrintfOutput()],
                        cluster=cluster, cooperative=cooperative,
                        envregs={1: workspace >> 32, 2: workspace & 0xFFFFFFFF})
         finally:

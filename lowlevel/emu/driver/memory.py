@@ -3,9 +3,10 @@ import ctypes
 
 from ..engine.memory import AccessFault, OutOfMemory
 from .capture import refuse_unsafe
-from .context import Context, api, current
+from .context import Context, api, current, live_contexts
 from .entry import write_out
 from .errors import EmuError
+from .pointer import forget_allocation, note_allocation
 
 
 @api
@@ -16,22 +17,25 @@ def cuMemGetInfo(free_out, total_out):
     write_out(ctypes.c_size_t, total_out, total)
 
 
-def _alloc(ctx: Context, nbytes: int) -> int:
+def allocate(ctx: Context, nbytes: int) -> int:
+    """`nbytes` of the context's device memory, with a fresh buffer id (every cuMemAlloc* call)."""
     if nbytes == 0:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "cannot allocate 0 bytes")
     try:
-        return ctx.memory.alloc(nbytes)
+        address = ctx.memory.alloc(nbytes)
     except OutOfMemory:
         raise EmuError("CUDA_ERROR_OUT_OF_MEMORY",
                        f"{nbytes} bytes requested, {ctx.memory.size - ctx.memory.used()} free "
                        f"(set LOWLEVEL_EMU_MEMORY for a larger emulated device)")
+    note_allocation(ctx, address)
+    return address
 
 
 @api
 def cuMemAlloc(dptr_out, nbytes):
     ctx = current()
     refuse_unsafe(ctx, "cuMemAlloc")
-    write_out(ctypes.c_uint64, dptr_out, _alloc(ctx, nbytes))
+    write_out(ctypes.c_uint64, dptr_out, allocate(ctx, nbytes))
 
 
 def _check_freeable(ctx: Context, dptr: int) -> None:
@@ -52,6 +56,7 @@ def cuMemFree(dptr):
     # cuMemFree synchronises: work still using the memory finishes first.
     ctx.synchronize()
     _check_freeable(ctx, dptr)
+    forget_allocation(ctx, dptr)
     ctx.memory.free(dptr)
 
 
@@ -79,6 +84,7 @@ def cuMemAllocHost(host_out, nbytes):
         # The host cannot lock (here: hold) that much, as the driver reports it.
         raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", f"cannot allocate {nbytes} bytes of page-locked host memory")
     ctx.pinned[ctypes.addressof(buf)] = buf
+    note_allocation(ctx, ctypes.addressof(buf))
     write_out(ctypes.c_void_p, host_out, ctypes.addressof(buf))
 
 
@@ -89,6 +95,7 @@ def cuMemFreeHost(host):
     ctx.synchronize()
     if ctx.pinned.pop(host, None) is None:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{host:#x} was not allocated by cuMemAllocHost")
+    forget_allocation(ctx, host)
 
 
 @api
@@ -100,7 +107,7 @@ def cuMemAllocAsync(dptr_out, nbytes, stream):
         raise EmuError("CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
                        "cuMemAllocAsync is not captured by the emulated driver")
     # The address is handed out now; the stream orders its first use after this point.
-    write_out(ctypes.c_uint64, dptr_out, _alloc(ctx, nbytes))
+    write_out(ctypes.c_uint64, dptr_out, allocate(ctx, nbytes))
 
 
 @api
@@ -108,15 +115,26 @@ def cuMemFreeAsync(dptr, stream):
     ctx = current()
     s = ctx.stream(stream)
     _check_freeable(ctx, dptr)
-    ctx.submit(s, lambda: ctx.memory.free(dptr), "cuMemFreeAsync")
+
+    def free():
+        forget_allocation(ctx, dptr)
+        ctx.memory.free(dptr)
+    ctx.submit(s, free, "cuMemFreeAsync")
 
 
-def _device_range(ctx: Context, dptr: int, nbytes: int, what: str) -> None:
+def _device_range(ctx: Context, dptr: int, nbytes: int, what: str):
+    """The DeviceMemory that holds [dptr, +nbytes): the current context's, or, as addresses
+    are unified, another device's (the driver finds the owner of a pointer)."""
+    owners = [ctx.memory, *(c.memory for c in live_contexts() if c is not ctx)]
+    for memory in owners:
+        if memory.find(dptr) is not None:
+            break
     try:
-        ctx.memory.check_range(dptr, nbytes)
+        memory.check_range(dptr, nbytes)
     except AccessFault:
         raise EmuError("CUDA_ERROR_INVALID_VALUE",
                        f"{what}: [{dptr:#x}, +{nbytes}) is not inside one live allocation")
+    return memory
 
 
 def _copy(stream_handle, dst, src, nbytes, kind: str, asynchronous: bool) -> None:
@@ -132,11 +150,8 @@ def _copy(stream_handle, dst, src, nbytes, kind: str, asynchronous: bool) -> Non
     stream = ctx.stream(stream_handle)
     if nbytes == 0:
         return
-    mem = ctx.memory
-    if kind in ("HtoD", "DtoD"):
-        _device_range(ctx, dst, nbytes, "destination")
-    if kind in ("DtoH", "DtoD"):
-        _device_range(ctx, src, nbytes, "source")
+    dmem = _device_range(ctx, dst, nbytes, "destination") if kind in ("HtoD", "DtoD") else None
+    smem = _device_range(ctx, src, nbytes, "source") if kind in ("DtoH", "DtoD") else None
     if not (dst and src):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL pointer in copy")
     if kind == "HtoD":
@@ -148,14 +163,14 @@ def _copy(stream_handle, dst, src, nbytes, kind: str, asynchronous: bool) -> Non
             except (MemoryError, OverflowError):
                 raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", f"cannot stage {nbytes} bytes of pageable host memory")
             ctypes.memmove(staged, src, nbytes)
-            run = lambda: ctypes.memmove(mem.host_address(dst), staged, nbytes)   # noqa: E731
+            run = lambda: ctypes.memmove(dmem.host_address(dst), staged, nbytes)   # noqa: E731
         else:
-            run = lambda: ctypes.memmove(mem.host_address(dst), src, nbytes)   # noqa: E731
+            run = lambda: ctypes.memmove(dmem.host_address(dst), src, nbytes)   # noqa: E731
     elif kind == "DtoH":
-        run = lambda: ctypes.memmove(dst, mem.host_address(src), nbytes)   # noqa: E731
+        run = lambda: ctypes.memmove(dst, smem.host_address(src), nbytes)   # noqa: E731
         asynchronous = asynchronous and ctx.is_pinned(dst, nbytes)
     else:
-        run = lambda: ctypes.memmove(mem.host_address(dst), mem.host_address(src), nbytes)  # noqa: E731
+        run = lambda: ctypes.memmove(dmem.host_address(dst), smem.host_address(src), nbytes)  # noqa: E731
     item = ctx.submit(stream, run, f"memcpy{kind}")
     if not asynchronous and item is not None:       # None: captured, it runs with its graph
         item.done.wait()
@@ -200,9 +215,9 @@ def _memset(stream_handle, dptr, value, count, width: int) -> None:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"memset of {width}-byte words at unaligned {dptr:#x}")
     if count == 0:
         return
-    _device_range(ctx, dptr, count * width, "memset")
-    view = ctx.memory.view({1: "u1", 4: "u4"}[width])
-    start = ctx.memory.check_range(dptr, count * width) // width
+    memory = _device_range(ctx, dptr, count * width, "memset")
+    view = memory.view({1: "u1", 4: "u4"}[width])
+    start = memory.check_range(dptr, count * width) // width
 
     def run():
         view[start:start + count] = value

@@ -7,18 +7,45 @@ from .capture import refuse_capturing, refuse_unsafe
 from .context import LEGACY_STREAM_HANDLES, Context, api, current, forget_handle, lookup_handle
 from .entry import write_out
 from .errors import EmuError
+from .limits import LEAST_PRIORITY, clamp_priority
 from .queues import Event, Stream
 
 
 # ---- streams --------------------------------------------------------------------------------
-@api
-def cuStreamCreate(stream_out, flags):
+def _create(stream_out, flags, priority: int) -> None:
     ctx = current()
     if flags & ~Stream.NON_BLOCKING:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown stream flags {flags:#x}")
+    if not stream_out:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL stream pointer")
     handle = ctx.new_handle()
-    ctx.add_stream(handle, Stream(ctx, flags, f"stream-{handle:#x}"))
+    stream = Stream(ctx, flags, f"stream-{handle:#x}")
+    # Out of range is clamped, as the driver documents; the priority is recorded (limits.py).
+    stream.priority = clamp_priority(priority)
+    ctx.add_stream(handle, stream)
     write_out(ctypes.c_void_p, stream_out, handle)
+
+
+@api
+def cuStreamCreate(stream_out, flags):
+    _create(stream_out, flags, LEAST_PRIORITY)
+
+
+@api
+def cuStreamCreateWithPriority(stream_out, flags, priority):
+    _create(stream_out, flags, priority)
+
+
+@api
+def cuStreamGetPriority(handle, priority_out):
+    stream = current().stream(handle)
+    write_out(ctypes.c_int, priority_out, getattr(stream, "priority", LEAST_PRIORITY))
+
+
+@api
+def cuStreamGetFlags(handle, flags_out):
+    stream = current().stream(handle)
+    write_out(ctypes.c_uint, flags_out, stream.flags)
 
 
 @api

@@ -12,6 +12,7 @@ inside one live allocation, and it is aligned to its own size.
 import bisect
 import ctypes
 import mmap
+import sys
 import threading
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from .faults import KernelFault
 
 BASE = 1 << 36           # first device address
+MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
 ALIGNMENT = 512          # cuMemAlloc returns 512-byte aligned pointers on current GPUs
 
 
@@ -45,13 +47,18 @@ class AccessFault(Exception):
 class DeviceMemory:
     """The arena and its allocation table (first fit over a sorted free list)."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, first_offset: int = 0):
+        # `first_offset`: where this device's addresses begin above BASE, so that several
+        # devices never hand out the same address (unified addressing); the pages below it
+        # are mapped but never touched, which costs nothing (and, not reserved, counts
+        # against no overcommit limit).
         self.size = size
-        self._map = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (MAP_NORESERVE if first_offset else 0)
+        self._map = mmap.mmap(-1, first_offset + size, flags=flags)
         self.u8 = np.frombuffer(self._map, dtype=np.uint8)
         self.host_base = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
         self._lock = threading.Lock()
-        self._free = [(0, size)]            # (offset, length), sorted by offset
+        self._free = [(first_offset, size)]  # (offset, length), sorted by offset
         self._starts: list[int] = []        # device addresses of live allocations, sorted
         self._sizes: dict[int, int] = {}    # start address -> requested size
         # (starts, ends, np starts, np ends) of the live allocations, published as one

@@ -26,6 +26,7 @@
     specials.py    special registers computed on the fly (%clock, %lanemask_*, %smid ...)
     cluster.py     thread-block clusters: %cluster_* registers, mapa, barrier.cluster, %envreg
     printf.py      device printf (vprintf): the format read and formatted per thread
+    heap.py        device malloc/free, from the context's heap (CU_LIMIT_MALLOC_HEAP_SIZE)
     numerics.py    the arithmetic of PTX in numpy: rounding, integer division, fma, conversions
     divsqrt.py     directed rounding of division and square root
 
@@ -34,3 +35,4 @@ before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, barred, bits, calls, carry, cluster, compare, convert, devassert, half, halfmore,  # noqa: F401
                matrix, matrix_store, memops, paramaddr, printf, simd, specials, warp, wmma)
+from . import heap  # noqa: F401

@@ -164,12 +164,19 @@ def _expand(k, body, mod, stack, counter) -> list:
             out.append(Instruction("_assertfail", [], [Sym(a) for a in args], ins.line,
                                    ins.text, ins.guard))
             continue
+        defined = mod.functions.get(name)
+        if name in ("malloc", "free") and not (defined and defined.body):      # the device heap: heap.py
+            if len(args) != 1 or len(rets) != (name == "malloc"):
+                raise PtxError(ins.line, f"{name} takes one argument: {ins.text}")
+            out.append(Instruction("_" + name, [], [Sym(rets[0]) if rets else None, Sym(args[0])],
+                                   ins.line, ins.text, ins.guard))
+            continue
         f = mod.functions.get(name)
         if f is None:
             raise PtxError(ins.line, f"call of undefined function {name!r}: {ins.text}")
         if not f.body and not f.registers:
             raise unsupported(ins, f"call of external function {name!r} (no body in "
-                                      "this module; only vprintf and __assertfail are provided)")
+                                      "this module; only vprintf, __assertfail, malloc and free are provided)")
         if name in stack:
             chain = " -> ".join(stack[1:] + (name,)) if len(stack) > 1 else name
             raise unsupported(ins, f"recursive call of {name!r} ({chain}); the emulator "

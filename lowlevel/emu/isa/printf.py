@@ -192,7 +192,9 @@ def printf(C, fmt_addr, args_addr, iid, guard):
                 text = strs.get(int(i)) if strs is not None else None
                 out.append(_convert(conv, length or "", flags, w, pr, col[i], text))
             texts[int(i)] = "".join(out)
-    C.stats.printed += "".join(texts[i] for i in sorted(texts))
+    records = [texts[i] for i in sorted(texts)]
+    fifo = getattr(C, "printf_fifo", None)      # the context's printf FIFO (driver/limits.py)
+    C.stats.printed += "".join(records if fifo is None else fifo.take(records))
     return nargs
 
 
