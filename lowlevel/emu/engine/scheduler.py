@@ -36,6 +36,7 @@ import time
 import numpy as np
 
 from ..isa import barred
+from . import waits
 from ..isa.numerics import UINT
 from .decode import CompiledKernel
 from .faults import KernelFault
@@ -118,6 +119,12 @@ class _Launch(SpacesMixin):
         self.pcs = None             # per-lane PCs on the divergent path
         self.n = 0                  # number of current lanes
         self.first_cta = 0
+        # mbarrier waits (waits.py): failed lanes of the last wait, progress since waiters
+        # parked, the converged path's last all-failed wait, updates so far
+        self.wait_failed = None
+        self.wait_progress = False
+        self.wait_stall = None
+        self.mbar_updates = 0
         limit = _watchdog_limit()
         self.watchdog_s = limit
         self.deadline = time.monotonic() + limit if limit > 0 else None
@@ -297,6 +304,10 @@ class _Launch(SpacesMixin):
                     owned.add(s)
                 full[lanes] = S[s]
                 R[s] = full
+            if blk.waits:                             # an mbarrier wait: failed lanes yield
+                waits.park_failed(self, pcs, lanes, lowest, res)
+                continue
+            self.wait_progress = True
             if blk.barrier is not None:
                 pcs[lanes] = exit_pc + 1 + lowest     # parked at the barrier
             elif type(res) is int:
@@ -314,6 +325,13 @@ class _Launch(SpacesMixin):
         blocks = self.ck.blocks
         waiting = np.flatnonzero(pcs > exit_pc)
         bblk = pcs[waiting] - (exit_pc + 1)
+        if self.ck.waits:               # lanes parked at failed mbarrier waits (waits.py)
+            if waits.retry_waiters(self, pcs, waiting, bblk):
+                return
+            barrier = ~waits.waiter_mask(self, bblk)
+            waiting, bblk = waiting[barrier], bblk[barrier]
+            if waiting.size == 0:
+                waits.deadlock(self, pcs)
         cta = waiting // self.padded
         tables = getattr(self, "_bar_tables", None)
         if tables is None:

@@ -16,6 +16,8 @@
     matrix.py      ldmatrix, mma.sync m16n8k16/k8 f32 += f16/bf16 (the ISA fragment layouts)
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
+    mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
+                   pending_count inval), cp.async.mbarrier.arrive
     calls.py       `call` of a .func (inlined at load), the .param words of a call
     devassert.py   __assertfail (device assert)
     addressing.py  the generic address windows and a kernel's shared/local layout
@@ -28,5 +30,5 @@
 The decoder (engine/decode.py) imports this package once, so every family has registered
 before it reads the registry; no family imports the decoder.
 """
-from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, matrix, memops,  # noqa: F401
-               paramaddr, printf, simd, specials, warp)
+from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, matrix, mbarrier,  # noqa: F401
+               memops, paramaddr, printf, simd, specials, warp)
