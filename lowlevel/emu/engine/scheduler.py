@@ -119,12 +119,7 @@ class _Launch(SpacesMixin):
         self.pcs = None             # per-lane PCs on the divergent path
         self.n = 0                  # number of current lanes
         self.first_cta = 0
-        # mbarrier waits (waits.py): failed lanes of the last wait, progress since waiters
-        # parked, the converged path's last all-failed wait, updates so far
-        self.wait_failed = None
-        self.wait_progress = False
-        self.wait_stall = None
-        self.mbar_updates = 0
+        waits.init_state(self)      # mbarrier waits, yields, barrier.sync %r ids
         limit = _watchdog_limit()
         self.watchdog_s = limit
         self.deadline = time.monotonic() + limit if limit > 0 else None
@@ -270,6 +265,7 @@ class _Launch(SpacesMixin):
         owned: set[int] = set()       # slots whose array only this scheduler references
         self.active = None
         self.pcs = pcs                # which lanes have exited (warp.py's member-mask rule)
+        previous = -1
         while True:
             lowest = int(pcs.min())
             if lowest >= exit_pc:
@@ -279,6 +275,10 @@ class _Launch(SpacesMixin):
                 continue
             if not stats.block_steps & 255:
                 self._watchdog(lowest)
+            if lowest <= previous and waits.back_edge(self, pcs, lowest):
+                previous = -1                       # a loop yielded (maybe polling memory)
+                continue
+            previous = lowest
             at = pcs == lowest
             lanes = np.flatnonzero(at)
             nlive = int(np.count_nonzero(pcs != exit_pc))
@@ -323,6 +323,8 @@ class _Launch(SpacesMixin):
         """No lane can run: release the CTAs' completed barriers, or report a deadlock."""
         exit_pc = self.ck.exit_pc
         blocks = self.ck.blocks
+        if waits.release_yielded(self, pcs):
+            return
         waiting = np.flatnonzero(pcs > exit_pc)
         bblk = pcs[waiting] - (exit_pc + 1)
         if self.ck.waits:               # lanes parked at failed mbarrier waits (waits.py)
@@ -339,7 +341,7 @@ class _Launch(SpacesMixin):
                 np.array([b.barrier[0] if b.barrier else 0 for b in blocks], np.int64),
                 np.array([b.barrier[1] if b.barrier else 0 for b in blocks], np.int64))
         ids, counts = tables
-        bid, bcount = ids[bblk], counts[bblk]
+        bid, bcount = barred.resolve_ids(self, ids[bblk]), counts[bblk]
         live = (pcs.reshape(-1, self.padded) != exit_pc).sum(axis=1)
         key = cta * 16 + bid
         uniq, inverse, arrived = np.unique(key, return_inverse=True, return_counts=True)

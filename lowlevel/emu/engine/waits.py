@@ -1,4 +1,5 @@
-"""mbarrier waits (isa/mbarrier.py) under the scheduler: a failed wait yields.
+"""Threads that wait for other threads under the scheduler: failed mbarrier waits and
+loops that poll memory yield.
 
 A thread that polls an mbarrier (`mbarrier.try_wait` / `test_wait` in a loop, as
 `cuda::barrier::wait` compiles) waits for other threads to arrive. Lowest-PC-first
@@ -8,6 +9,15 @@ whose wait failed park there like lanes at a bar.sync (pc = exit_pc + 1 + block)
 lane can run, parked waiters go back to their wait block if anything happened since they
 last failed (another block ran, or some wait succeeded); if nothing did, no thread can
 ever complete their phase: a deadlock, reported as a KernelFault naming the waits.
+
+Loops that poll memory (`ld.acquire` of a flag another warp sets, as cooperative groups'
+multi-warp tile sync does) have no instruction to recognise: on the divergent path, after
+YIELD_AFTER jumps back of the lowest lanes (since the path began or the last yield) the
+warps of the lanes at the lowest block park, each runnable lane at its own block (pc =
+exit_pc + 1 + blocks + block; whole warps, since their other lanes may wait for these at a
+bar.warp.sync or shuffle), and the other lanes run; parked lanes resume at their blocks
+when no lane can run. A long loop of only some lanes thus lets the others run ahead now
+and then, which changes the order, never the result.
 
 On the converged path every remaining thread of the batch runs the same wait: if all of
 them fail twice at one wait with no mbarrier update in between, no thread can complete
@@ -19,6 +29,48 @@ from __future__ import annotations
 import numpy as np
 
 from .faults import KernelFault
+
+
+YIELD_AFTER = 512
+WARP = 32
+
+
+def init_state(launch) -> None:
+    """What a launch keeps for waits: the failed lanes of the last wait, whether anything
+    ran since waiters parked, the converged path's last all-failed wait, how many mbarrier
+    updates ran, the divergent path's jumps back since the last yield; and the ids
+    `barrier.sync %r` read (isa/barred.py), by instruction."""
+    launch.wait_failed = None
+    launch.wait_progress = False
+    launch.wait_stall = None
+    launch.mbar_updates = 0
+    launch.back_edges = 0
+    launch.dynamic_bar_ids = {}
+
+
+def back_edge(launch, pcs, pc: int) -> bool:
+    """The lowest lanes (at block `pc`) jumped back; after YIELD_AFTER such jumps they
+    park until no lane can run (release_yielded). Returns whether they did."""
+    launch.back_edges += 1
+    if launch.back_edges < YIELD_AFTER:
+        return False
+    launch.back_edges = 0
+    ck = launch.ck
+    warps = np.unique(np.flatnonzero(pcs == pc) // WARP)
+    lanes = (warps[:, None] * WARP + np.arange(WARP)).ravel()
+    lanes = lanes[pcs[lanes] < ck.exit_pc]
+    pcs[lanes] += ck.exit_pc + 1 + len(ck.blocks)
+    return True
+
+
+def release_yielded(launch, pcs) -> bool:
+    """No lane can run: the yielded lanes go back to their blocks; whether there were any."""
+    base = launch.ck.exit_pc + 1 + len(launch.ck.blocks)
+    yielded = pcs >= base
+    if not yielded.any():
+        return False
+    pcs[yielded] -= base
+    return True
 
 
 def park_failed(launch, pcs, lanes, pc: int, next_pc: int) -> None:
@@ -80,4 +132,4 @@ def converged_stall(launch, iid: int) -> None:
     launch.wait_stall = mark
 
 
-__all__ = ["park_failed", "retry_waiters", "waiter_mask", "deadlock", "converged_stall"]
+__all__ = ["init_state", "back_edge", "release_yielded", "park_failed", "retry_waiters", "waiter_mask", "deadlock", "converged_stall"]

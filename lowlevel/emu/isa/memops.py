@@ -392,7 +392,15 @@ def emit_bar(g, ins: Instruction) -> None:
     m.done()
     if ins.guard is not None:
         raise unsupported(ins, "a predicated barrier")
-    g.barrier = _barrier_id_count(ins, ins.operands)
+    ops = ins.operands
+    if ops and isinstance(ops[0], Reg) and len(ops) == 1:
+        # barrier.sync %r (what -G builds pass __barrier_sync(id) as): the id is read at
+        # run time (barred.dynamic_id); the block's barrier is -1 - iid until then
+        iid = g.ns["_register_instruction"](ins)
+        g.emit(f"_bar_dynamic_id(C, {g.read(ins, ops[0], 'u32')}, {iid})")
+        g.barrier = (-1 - iid, 0)
+        return
+    g.barrier = _barrier_id_count(ins, ops)
 
 
 def _barrier_id_count(ins: Instruction, ops) -> tuple:
