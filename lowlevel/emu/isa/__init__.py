@@ -19,6 +19,7 @@
     mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
                    pending_count inval), cp.async.mbarrier.arrive
     calls.py       `call` of a .func (inlined at load), the .param words of a call
+    indirect.py    calls through function pointers (.callprototype): a choice of direct calls
     devassert.py   __assertfail (device assert)
     addressing.py  the generic address windows and a kernel's shared/local layout
     carry.py       the carry chain: add.cc addc sub.cc subc mad.cc madc
@@ -30,5 +31,5 @@
 The decoder (engine/decode.py) imports this package once, so every family has registered
 before it reads the registry; no family imports the decoder.
 """
-from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, matrix, mbarrier,  # noqa: F401
+from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, indirect, matrix, mbarrier,  # noqa: F401
                memops, paramaddr, printf, simd, specials, warp)

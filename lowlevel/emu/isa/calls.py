@@ -25,6 +25,7 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Imm, ArgList, Instruction, PredPair, Reg, Sym, Vec
+from . import indirect
 from .operands import CACHE_MODS, Mods, operands, unsupported
 from .registry import register
 
@@ -78,18 +79,20 @@ def _call_parts(ins: Instruction):
         raise PtxError(ins.line, f"call without a function: {ins.text}")
     target = ops.pop(0)
     if isinstance(target, Reg):
-        raise unsupported(ins, "indirect call through a register")
-    if not isinstance(target, Sym):
+        if getattr(ins, "prototype", None) is None:
+            raise PtxError(ins.line, f"indirect call without a .callprototype: {ins.text}")
+    elif not isinstance(target, Sym):
         raise PtxError(ins.line, f"bad call target {target}: {ins.text}")
     args = []
     if ops and isinstance(ops[0], ArgList):
         args = ops.pop(0).elems
     if ops:
-        raise unsupported(ins, "call with a prototype or jump table")
+        raise unsupported(ins, "call through a jump table (.calltargets)")
     for x in rets + args:
         if not isinstance(x, Sym):
             raise unsupported(ins, f"call operand {x} (expected .param variable names)")
-    return [x.name for x in rets], target.name, [x.name for x in args]
+    name = target if isinstance(target, Reg) else target.name
+    return [x.name for x in rets], name, [x.name for x in args]
 
 
 def _used_names(body) -> set:
@@ -150,6 +153,10 @@ def _expand(k, body, mod, stack, counter) -> list:
         if mods:
             raise unsupported(ins, "modifier " + ", ".join("." + m for m in mods))
         rets, name, args = _call_parts(ins)
+        if isinstance(name, Reg):                   # through a function pointer: indirect.py
+            out.extend(_expand(k, indirect.choose(k, ins, rets, name, args, mod, stack, counter),
+                               mod, stack, counter))
+            continue
         if name == "vprintf":
             if len(args) != 2 or len(rets) > 1:
                 raise PtxError(ins.line, f"vprintf takes (format, arguments): {ins.text}")

@@ -13,7 +13,7 @@ Registered into isa/registry.py:
                 bar.red (popc/and/or): barred.py; bar.arrive: refused
   cp.async      asyncopy.py (the copy at issue time; commit/wait are no-ops)
   mov           of a variable name: its address in its own space (shared/local offset,
-                global address)
+                global address); of a function name: its address (ptx/functions.py)
 Addresses: see addressing.py for the windows.
 """
 from __future__ import annotations
@@ -356,8 +356,11 @@ def emit_mov_address(g, ins: Instruction) -> None:
     m.done()
     guard = g.guard(ins)
     offset = paramaddr.parameter_offset(g.ck, ops[1].name)
+    function = getattr(g.ck.kernel, "function_addresses", {}).get(ops[1].name)
     if offset is not None:
         expr = g.const(np.uint64(offset))       # an address in the parameter space
+    elif function is not None:
+        expr = g.const(np.uint64(function))     # a device function pointer (ptx/functions.py)
     else:
         expr, _ = symbol(g, ins, ops[1].name)
     if TYPES[t][0] == 4:
