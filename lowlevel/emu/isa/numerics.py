@@ -245,6 +245,30 @@ def f64_op_directed(op, a, b, mode):
         return round_overflow(r, np.isfinite(a) & np.isfinite(b), mode)
 
 
+_F32_LOW_BITS = U64((1 << 29) - 1)          # what float64 -> float32 drops of a normal
+_F32_HALF = U64(1 << 28)
+_F32_MIN_NORMAL_64 = F64(2.0 ** -126)
+
+
+def _fma_f32_rn(p, c):
+    """float32 rounding of p + c (float64 arrays: an exact product and a float32). Rounding
+    s = fl(p + c) is wrong only where s lies exactly halfway between two floats32 while
+    p + c does not (a double rounding), or where the result is a subnormal float32 (more
+    bits go): for those elements (found from s alone) the exact error of s is computed and
+    the result rounded to odd first (round_f64_to_f32)."""
+    s = p + c
+    r = s.astype(F32)
+    risky = ((s.view(U64) & _F32_LOW_BITS) == _F32_HALF) | \
+        ((np.abs(s) < _F32_MIN_NORMAL_64) & (s != 0))
+    if risky.any():
+        i = np.flatnonzero(risky)
+        si, ei = two_sum(p[i], c[i])
+        with np.errstate(invalid="ignore"):
+            ei = np.where(np.isfinite(ei), ei, F64(0))
+        r[i] = round_f64_to_f32(si, "rn", ei)
+    return r
+
+
 def fma_f32(a, b, c, mode="rn"):
     """Fused multiply-add of float32 with a single rounding.
 
@@ -253,6 +277,9 @@ def fma_f32(a, b, c, mode="rn"):
     """
     p = a.astype(F64) * b.astype(F64)
     c64 = c.astype(F64)
+    if mode == "rn" and isinstance(p, np.ndarray) and isinstance(c64, np.ndarray) \
+            and p.shape == c64.shape:
+        return _fma_f32_rn(p, c64)
     s, e = two_sum(p, c64)
     with np.errstate(invalid="ignore"):
         s = exact_zero_sign(s, p, c64, (s == 0) & (e == 0), mode)
