@@ -20,6 +20,7 @@
                    pending_count inval), cp.async.mbarrier.arrive
     calls.py       `call` of a .func (inlined at load), the .param words of a call
     indirect.py    calls through function pointers (.callprototype): a choice of direct calls
+    recursion.py   recursive calls: real calls of an out-of-line copy, a per-thread stack
     devassert.py   __assertfail (device assert)
     addressing.py  the generic address windows and a kernel's shared/local layout
     carry.py       the carry chain: add.cc addc sub.cc subc mad.cc madc
@@ -32,4 +33,4 @@ The decoder (engine/decode.py) imports this package once, so every family has re
 before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, barred, bits, calls, carry, compare, convert, devassert, half, halfmore, indirect, matrix, mbarrier,  # noqa: F401
-               memops, paramaddr, printf, simd, specials, warp)
+               memops, paramaddr, printf, recursion, simd, specials, warp)

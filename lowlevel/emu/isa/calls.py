@@ -25,7 +25,7 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Imm, ArgList, Instruction, PredPair, Reg, Sym, Vec
-from . import indirect
+from . import indirect, recursion
 from .operands import CACHE_MODS, Mods, operands, unsupported
 from .registry import register
 
@@ -137,9 +137,41 @@ def inline_calls(k, mod) -> None:
     if not any(isinstance(it, Instruction) and it.opcode == "call" for it in k.body):
         _rewrite_params(k)
         return
-    counter = [0]
-    k.body = _expand(k, k.body, mod, (k.name,), counter)
+    ctx = _Context([0])
+    k.body = _expand(k, k.body, mod, (k.name,), ctx)
+    _subroutines(k, mod, ctx)
     _rewrite_params(k)
+
+
+class _Context(list):
+    """What one kernel's expansion keeps: [instance counter], the out-of-line copies of
+    recursive functions (recursion.py) and the one whose body is being expanded."""
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.subs: dict = {}
+        self.frame = None
+
+
+def _subroutines(k, mod, ctx) -> None:
+    """Expand the bodies of the recursive functions' copies (which may call for more) and
+    put them after the kernel's code."""
+    done: list = []
+    while len(done) < len(ctx.subs):
+        sub = next(s for s in ctx.subs.values() if s not in done)
+        f = mod.functions[sub.name]
+        body = recursion.body_of(k, f, sub, _Renamer, _used_names)
+        outer, ctx.frame = ctx.frame, sub
+        sub.body = _expand(k, body, mod, (k.name, sub.name), ctx)
+        ctx.frame = outer
+        done.append(sub)
+    if not done:
+        return
+    tail = [Instruction("exit", [], [], k.line, "end of the kernel's own code")]
+    for sub in done:
+        recursion.finish_frame(k, sub, sub.body)
+        tail += sub.body + recursion.tail(sub, k.line)
+    k.body = k.body + tail
 
 
 def _expand(k, body, mod, stack, counter) -> list:
@@ -177,15 +209,14 @@ def _expand(k, body, mod, stack, counter) -> list:
         if not f.body and not f.registers:
             raise unsupported(ins, f"call of external function {name!r} (no body in "
                                       "this module; only vprintf and __assertfail are provided)")
-        if name in stack:
-            chain = " -> ".join(stack[1:] + (name,)) if len(stack) > 1 else name
-            raise unsupported(ins, f"recursive call of {name!r} ({chain}); the emulator "
-                                      "inlines device functions")
         ret_params = getattr(f, "return_params", [])
         if len(args) != len(f.params) or len(rets) > len(ret_params):
             raise PtxError(ins.line, f"call of {name!r} with {len(args)} arguments and "
                                      f"{len(rets)} results; it takes {len(f.params)} and "
                                      f"returns {len(ret_params)}: {ins.text}")
+        if name in stack:                   # recursion: a real call (recursion.py)
+            out.extend(recursion.call_site(k, ins, f, rets, args, counter))
+            continue
         counter[0] += 1
         sfx = f"@{counter[0]}"
         regs = {}

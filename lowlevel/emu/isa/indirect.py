@@ -6,10 +6,9 @@ name is used as a value, in code or in a table or vtable) and whose parameters a
 values have the sizes the prototype declares. Each lane compares the pointer with each
 candidate's address and runs the matching copy, so lanes calling different functions
 diverge and reconverge after the call as with any branch. A pointer that matches no
-candidate faults with CUDA_ERROR_INVALID_PC (what a GPU reports for a jump to no code);
-one that matches a function already being called in this chain (recursion through a
-pointer, which inlining cannot express) faults with CUDA_ERROR_NOT_SUPPORTED, naming it.
-Both only when a lane really takes that path: the load itself does not fail.
+candidate faults with CUDA_ERROR_INVALID_PC (what a GPU reports for a jump to no code),
+when a lane really takes that path: the load itself does not fail. A candidate already
+being called in this chain (recursion through a pointer) is a real call (recursion.py).
 """
 from __future__ import annotations
 
@@ -53,30 +52,23 @@ def choose(k, ins, rets, target: Reg, args, mod, stack, counter) -> list:
         skip = f"__icall_next{sfx}_{i}"
         items.append(Instruction("setp", ["ne", "u64"], [Reg(p), target, Imm(addr)], line, text))
         items.append(Instruction("bra", [], [Sym(skip)], line, text, Reg(p)))
-        if name in stack:
-            items.append(Instruction("_icall_recursive", [], [target, Sym(name)], line, text))
-        else:
-            items.append(Instruction("call", [], [ArgList([Sym(r) for r in rets]), Sym(name),
-                                                  ArgList([Sym(a) for a in args])], line, text))
-            items.append(Instruction("bra", [], [Sym(done)], line, text))
+        items.append(Instruction("call", [], [ArgList([Sym(r) for r in rets]), Sym(name),
+                                              ArgList([Sym(a) for a in args])], line, text))
+        items.append(Instruction("bra", [], [Sym(done)], line, text))
         items.append(skip)
     items.append(Instruction("_icall_invalid", [], [target], line, text))
     items.append(done)
     return items
 
 
-def _emit_fault(kind):
-    def emit(g, ins):
-        ops = operands(ins, 2 if kind == "recursive" else 1)
-        target = g.read(ins, ops[0], "u64")
-        iid = g.ns["_register_instruction"](ins)
-        name = ops[1].name if kind == "recursive" else ""
-        g.emit(f"_icall_fault(C, {target}, {kind!r}, {name!r}, {iid})")
-    return emit
+def emit_invalid(g, ins):
+    (target,) = operands(ins, 1)
+    iid = g.ns["_register_instruction"](ins)
+    g.emit(f"_icall_fault(C, {g.read(ins, target, 'u64')}, {iid})")
 
 
-def icall_fault(C, target, kind: str, name: str, iid: int) -> None:
-    """The lanes that get here call what the emulator cannot: fault for the first."""
+def icall_fault(C, target, iid: int) -> None:
+    """The lanes that get here call through a pointer to no function: fault for the first."""
     active, any_active = C.active_with(None)
     if not any_active:
         return
@@ -88,17 +80,12 @@ def icall_fault(C, target, kind: str, name: str, iid: int) -> None:
         np.flatnonzero(active)[0] if active is not None else 0])
     ins = C.ck.instructions[iid]
     who = f"by {C.who_batch(int(lanes[j]))}, PTX line {ins.line}: {ins.text}"
-    if kind == "recursive":
-        raise KernelFault("CUDA_ERROR_NOT_SUPPORTED",
-                          f"{C.name}: recursive call of {name!r} through a function pointer "
-                          f"{who}; the emulator inlines device functions and cannot recurse")
     raise KernelFault("CUDA_ERROR_INVALID_PC",
                       f"{C.name}: indirect call to {addr:#x}, which is no function of the "
                       f"module, {who}")
 
 
-register(_emit_fault("invalid"), "_icall_invalid")
-register(_emit_fault("recursive"), "_icall_recursive")
+register(emit_invalid, "_icall_invalid")
 provide(_icall_fault=icall_fault)
 
 __all__ = ["candidates", "choose", "icall_fault"]

@@ -1,7 +1,7 @@
 """Calls through device function pointers on the emulated GPU, through the engine: tables
 of function pointers, pointers chosen per thread and C++ virtual calls as NVRTC compiles
-them (plain and -G), and handwritten PTX for pointers that name no function, recursion
-through a pointer and malformed modules.
+them (plain and -G), and handwritten PTX for pointers that name no function, endless
+recursion through a pointer (a stack overflow) and malformed modules.
 """
 import numpy as np
 import pytest
@@ -121,7 +121,7 @@ def test_a_pointer_from_mov_and_from_a_parameter(mem):
 
 @pytest.mark.parametrize("pointer, code, message", [
     (12345, "CUDA_ERROR_INVALID_PC", "indirect call to 0x3039, which is no function"),
-    ("again", "CUDA_ERROR_NOT_SUPPORTED", "recursive call of 'again' through a function pointer"),
+    ("again", "CUDA_ERROR_ILLEGAL_ADDRESS", "stack overflow in the recursion of 'again'"),
 ])
 def test_pointers_the_emulator_cannot_call_fault(mem, pointer, code, message):
     body = ("    mov.u64 %rd4, twice;\n    mov.u64 %rd4, again;\n"
