@@ -8,10 +8,11 @@ import math
 import numpy as np
 import pytest
 from helpers.cuda_c import nvrtc_ptx
-from helpers.emu_engine import Buf, launch
+from helpers.emu_engine import HEADER, Buf, launch
 from lowlevel.emu.engine.decode import load_ptx
 from lowlevel.emu.engine.faults import KernelFault
 from lowlevel.emu.isa.recursion import CALL_STACK_BYTES
+from lowlevel.emu.ptx.errors import PtxError
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -66,3 +67,20 @@ def test_too_deep_a_recursion_overflows_the_stack(mem):
     message = info.value.message
     assert "stack overflow" in message and "thread (5,0,0)" in message and "depth" in message
     assert f"{CALL_STACK_BYTES}-byte per-thread stack" in message
+
+
+def test_recursion_with_local_variables_is_refused_by_name():
+    text = HEADER + """
+.func f(.param .b32 a)
+{
+  .local .align 4 .b8 frame[16];
+  {
+  .param .b32 param0;
+  call.uni f, (param0);
+  }
+  ret;
+}
+.visible .entry k() { { .param .b32 param0; call.uni f, (param0); } ret; }
+"""
+    with pytest.raises(PtxError, match="recursion of 'f', which keeps .local variables"):
+        load_ptx(text)
