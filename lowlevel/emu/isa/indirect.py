@@ -75,11 +75,10 @@ def icall_fault(C, target, iid: int) -> None:
     lanes = C.batch_lanes(active, None)
     if lanes.size == 0:
         return
-    j = 0
-    addr = int(np.broadcast_to(np.asarray(target, np.uint64), (C.n,))[
-        np.flatnonzero(active)[0] if active is not None else 0])
+    first = int(np.flatnonzero(active)[0]) if active is not None else 0
+    addr = int(np.broadcast_to(np.asarray(target, np.uint64), (C.n,))[first])
     ins = C.ck.instructions[iid]
-    who = f"by {C.who_batch(int(lanes[j]))}, PTX line {ins.line}: {ins.text}"
+    who = f"by {C.who_batch(int(lanes[0]))}, PTX line {ins.line}: {ins.text}"
     raise KernelFault("CUDA_ERROR_INVALID_PC",
                       f"{C.name}: indirect call to {addr:#x}, which is no function of the "
                       f"module, {who}")

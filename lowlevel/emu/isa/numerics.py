@@ -260,9 +260,11 @@ def _fma_f32_rn(p, c):
     s = np.add(p, c, dtype=F64)
     r = s.astype(F32)
     bits = s.view(U64)
-    # midpoint, or 0 < |s| < 2^-126 (the unsigned wrap of 0 - 1 leaves zeros out)
-    risky = ((bits & _F32_LOW_BITS) == _F32_HALF) | \
-        (((bits & _ABS_BITS) - U64(1)) < _F32_MIN_NORMAL_BITS - U64(1))
+    risky = (bits & _F32_LOW_BITS) == _F32_HALF            # exactly a float32 midpoint
+    magnitude = bits & _ABS_BITS
+    if magnitude.size and magnitude.min() < _F32_MIN_NORMAL_BITS:     # rare: look closer
+        # 0 < |s| < 2^-126 (the unsigned wrap of 0 - 1 leaves zeros out)
+        risky |= (magnitude - U64(1)) < _F32_MIN_NORMAL_BITS - U64(1)
     if risky.any():
         i = np.flatnonzero(risky)
         si, ei = two_sum(p[i], c[i].astype(F64))
