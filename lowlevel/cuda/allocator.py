@@ -13,6 +13,13 @@ in segments and handed out in blocks:
     event recorded on each of them has passed, checked without waiting;
   - neighbouring free blocks of a segment merge; empty_cache() returns whole free
     segments to the driver.
+
+The fast path: a freed block (used on no other stream) is first kept whole on a free list
+of its stream and exact rounded size, so that the next request of that size on that
+stream takes it in O(1), with no split and no merge (the loop of a program that makes the
+same tensors over and over). A request that finds no block of its size there first merges
+that stream's kept blocks back into its pool, then searches as above: nothing is lost to
+the fast path, and the driver is asked for a segment only when merged memory does not fit.
 """
 import threading
 
@@ -65,6 +72,7 @@ class CachingAllocator:
     def __init__(self):
         self._lock = threading.RLock()
         self._free: dict[tuple[int, bool], list[Block]] = {}   # (stream, small) -> free blocks
+        self._kept: dict[tuple[int, int], list[Block]] = {}    # (stream, size) -> freed whole, unmerged
         self._pending: list[Block] = []                         # freed, waiting for events
         self._segments: list[_Segment] = []
         self.allocated = 0          # bytes in blocks handed out
@@ -74,17 +82,33 @@ class CachingAllocator:
 
     # -- allocate ---------------------------------------------------------------------------
     def allocate(self, nbytes: int, stream=None) -> Block:
+        return self.allocate_on(nbytes, 0 if stream is None else stream.handle)
+
+    def allocate_on(self, nbytes: int, handle: int) -> Block:
+        """allocate() for the handle of a stream (0: the legacy default stream) already read."""
         size = max(ROUND, -(-nbytes // ROUND) * ROUND)
-        handle = 0 if stream is None else stream.handle
-        small = size < SMALL_LIMIT
         with self._lock:
             if self._pending:
                 self._release_passed_events()
-            block = self._take_free(size, handle, small) or self._new_segment(size, handle, small)
+            kept = self._kept.get((handle, size))
+            if kept:
+                block = kept.pop()                  # the fast path: a whole block of this size
+            else:
+                small = size < SMALL_LIMIT
+                self._merge_kept(handle)
+                block = self._take_free(size, handle, small) or self._new_segment(size, handle, small)
             block.free = False
             self.allocated += block.size
-            self.peak = max(self.peak, self.allocated)
+            if self.allocated > self.peak:
+                self.peak = self.allocated
             return block
+
+    def _merge_kept(self, handle: int | None) -> None:
+        """Return the blocks kept whole for `handle` (None: every stream) to their pools,
+        merging them with their free neighbours."""
+        for key in [k for k, blocks in self._kept.items() if blocks and (handle is None or k[0] == handle)]:
+            for block in self._kept.pop(key):
+                self._return(block)
 
     def _take_free(self, size: int, stream: int, small: bool) -> Block | None:
         pool = self._free.get((stream, small))
@@ -146,7 +170,10 @@ class CachingAllocator:
                 block.other_streams = set()
                 self._pending.append(block)
             else:
-                self._return(block)
+                kept = self._kept.get((block.stream, block.size))
+                if kept is None:
+                    kept = self._kept[(block.stream, block.size)] = []
+                kept.append(block)
 
     def _release_passed_events(self) -> None:
         still = []
@@ -175,6 +202,7 @@ class CachingAllocator:
         """Give every wholly free segment back to the driver (cuMemFree synchronises)."""
         with self._lock:
             self._release_passed_events()
+            self._merge_kept(None)
             keep, release = [], []
             for seg in self._segments:
                 pool = self._free.get((seg.stream, seg.small), [])
@@ -203,6 +231,12 @@ _lock = threading.Lock()
 def get_allocator() -> CachingAllocator:
     """The caching allocator of the current device context."""
     drv, ctx = ensure_context()
+    return allocator_of(drv, ctx)
+
+
+def allocator_of(drv, ctx) -> CachingAllocator:
+    """The caching allocator of context `ctx` of driver `drv` (as ensure_context returns
+    them), in its current generation: for a caller that has looked the context up already."""
     key = (id(drv), ctx.ordinal, ctx.generation)
     alloc = _allocators.get(key)            # made once per context: the lock only to make it
     if alloc is None:

@@ -144,10 +144,15 @@ class PreparedLaunch:
     # -- the launch ------------------------------------------------------------------------
     def __call__(self, *args, stream=None) -> None:
         """Queue the kernel with `args` on `stream` (default: the legacy default stream)."""
+        self.run_on(stream_handle(stream, f"{self.function.name}: stream"), args)
+
+    def run_on(self, handle: int, args) -> None:
+        """__call__ for a caller that has read the stream's handle already (`Stream.handle`,
+        which refuses a stream of a reset context; 0: the legacy default stream); `args` is
+        the tuple of values. Every check of the values and of the module's context stays."""
         module = self.function.module
         if module.context_generation != module.context.generation:
             module.check_context()
-        handle = stream_handle(stream, f"{self.function.name}: stream")
         if not self._lock.acquire(blocking=False):
             self._launch_unshared(args, handle)            # another thread is using the buffer
             return

@@ -187,12 +187,16 @@ def stream_handle(stream, what: str = "stream") -> int:
 
 
 # ---- the current stream ---------------------------------------------------------------------
-_current = threading.local()
+class _CurrentStream(threading.local):
+    stream = None       # the class default: a thread that never chose a stream uses the legacy one
+
+
+_current = _CurrentStream()
 
 
 def current_stream() -> Stream | None:
     """The stream this thread's ops run on; None means the legacy default stream."""
-    return getattr(_current, "stream", None)
+    return _current.stream
 
 
 class stream:

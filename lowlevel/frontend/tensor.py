@@ -32,6 +32,7 @@ class Storage:
     (every view shares it): autograd compares it with the version a node saved."""
 
     version = 0                 # class default: Storage.foreign makes instances without __init__
+    block = host = keeper = None
 
     def __init__(self, nbytes: int, device: Device):
         self.nbytes = nbytes
@@ -59,6 +60,15 @@ class Storage:
             storage.allocator = allocator
         return storage
 
+    @classmethod
+    def of_block(cls, block, nbytes: int, device: Device, allocator) -> "Storage":
+        """The storage of a block a backend has just taken from `allocator` (the one of the
+        context current now) for `device`, whose ordinal its operands' creation checked:
+        what __init__ does for a CUDA device, with the lookups done once by the caller."""
+        storage = cls.__new__(cls)
+        storage.nbytes, storage.device, storage.block, storage.allocator = nbytes, device, block, allocator
+        return storage
+
     @property
     def ptr(self) -> int:
         return self.block.address          # refused once the device's context was reset
@@ -77,6 +87,9 @@ class Tensor:
     # The Python number a 0-d tensor made by creation.scalar_tensor stands for (None for
     # every other tensor): kernels may take it as an argument instead of reading memory.
     scalar_value = None
+    # Autograd's state as class defaults, for tensors made by new_tensor (see __init__).
+    requires_grad = False
+    grad = grad_fn = view_base = None
 
     def __init__(self, storage: Storage, shape, strides, offset: int, dtype: DType):
         self.storage = storage
@@ -91,6 +104,15 @@ class Tensor:
         self.grad = None
         self.grad_fn = None
         self.view_base = None       # the tensor this one is a view of (None: not a view)
+
+    @classmethod
+    def new_tensor(cls, storage: Storage, shape: tuple, strides: tuple, dtype: DType) -> "Tensor":
+        """A tensor at offset 0 of `storage`, for an op whose plan made `shape` and `strides`
+        (tuples of ints) itself: __init__ without converting them again. The autograd state
+        is the class defaults (no grad, not a view) until something sets it."""
+        t = cls.__new__(cls)
+        t.storage, t.shape, t.strides, t.offset, t.dtype, t.device = storage, shape, strides, 0, dtype, storage.device
+        return t
 
     # -- metadata ----------------------------------------------------------------------------
     @property

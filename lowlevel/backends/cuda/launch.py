@@ -8,9 +8,10 @@ read them.
 """
 from ... import trace
 from ...cuda import Stream, current_stream
+from ...cuda.allocator import allocator_of
 from ...cuda.context import ensure_context
 from ...frontend import dtypes as dt
-from ...frontend.tensor import Tensor
+from ...frontend.tensor import Storage, Tensor
 from .. import ptx
 
 BLOCK = 256
@@ -29,6 +30,14 @@ def record_uses(tensors, stream) -> None:
                 handle = 0 if stream is None else stream.handle
             if block.stream != handle:
                 t.storage.allocator.record_stream(block, stream if stream is not None else Stream.legacy())
+
+
+def record_uses_on(tensors, stream, handle: int) -> None:
+    """record_uses for a caller that has read the stream's handle already."""
+    for t in tensors:
+        block = t.storage.block
+        if block is not None and block.stream is not None and block.stream != handle:
+            t.storage.allocator.record_stream(block, stream if stream is not None else Stream.legacy())
 
 
 class Kernel:
@@ -77,6 +86,53 @@ def launch(module: str, kernel: str, grid, block, args) -> None:
     k = prepared(module, kernel, grid, block)
     tensors = [a for a in args if isinstance(a, Tensor)]
     run(k, tensors, [a.data_ptr if isinstance(a, Tensor) else a for a in args])
+
+
+class OpPlan:
+    """The part of an op's plan that belongs to one context: the caching allocator its
+    outputs come from and its prepared kernel (None: nothing to launch), bound by `bind`
+    for the context they were looked up in. They stay valid while that context is current
+    and in the same generation (cuda.reset_device() bumps it), which new_output checks with
+    its one context lookup per op; another context or a new generation binds them again."""
+
+    __slots__ = ("shape", "strides", "nbytes", "kernel", "ctx", "generation", "allocator", "k")
+
+    def __init__(self, shape: tuple, strides: tuple, nbytes: int, kernel):
+        self.shape, self.strides, self.nbytes = shape, strides, nbytes
+        self.kernel = kernel                 # (module, kernel, grid, block), or None
+        self.ctx = self.generation = self.allocator = self.k = None
+
+    def bind(self, drv, ctx) -> None:
+        self.allocator = allocator_of(drv, ctx)
+        self.k = None if self.kernel is None else prepared(*self.kernel)
+        self.ctx, self.generation = ctx, ctx.generation
+
+
+def new_output(plan: OpPlan, dtype, device):
+    """(a new contiguous tensor of the plan's shape on `device`, its address, the current
+    stream, that stream's handle): the op's one context lookup and its allocation, on the
+    current stream, from the allocator of the current context (as Storage() does)."""
+    drv, ctx = ensure_context()
+    if plan.ctx is not ctx or plan.generation != ctx.generation:
+        plan.bind(drv, ctx)
+    stream = current_stream()
+    handle = 0 if stream is None else stream.handle         # refused if the stream's context was reset
+    allocator = plan.allocator
+    block = allocator.allocate_on(plan.nbytes or 1, handle)
+    out = Tensor.new_tensor(Storage.of_block(block, plan.nbytes, device, allocator), plan.shape, plan.strides,
+                            dtype)
+    return out, block.ptr, stream, handle
+
+
+def launch_plan(plan: OpPlan, inputs, values, stream, handle: int) -> None:
+    """Launch the plan's prepared kernel with `values` on the stream new_output returned,
+    after telling the allocator that the stream uses the `inputs` (the output was made on it)."""
+    record_uses_on(inputs, stream, handle)
+    k = plan.k
+    k.run.run_on(handle, values)
+    if trace.active is not None:
+        trace.note_launch(kernel=k.name, module=k.module, grid=k.grid, block=k.block, image_kind=k.image_kind,
+                          stream=stream)
 
 
 class Plans(dict):
