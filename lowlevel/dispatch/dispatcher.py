@@ -156,14 +156,14 @@ def call(op_name: str, *args, **kwargs):
     """Dispatch a call: compute its key set, then run the highest acting key (a repeat call:
     one lookup of what the same op, key set and dtype ran before)."""
     bits, dtype = _bits_and_dtype(args)
-    if kwargs:
-        bits |= _device_bits(kwargs.values())
     tls = _tls
+    if kwargs:
+        bits = ((bits | _device_bits(kwargs.values())) | tls.include) & ~tls.exclude
+        fn = table.resolved.get((op_name, bits, dtype))
+        return fn(*args, **kwargs) if fn is not None else _run(op_name, bits, args, kwargs)
     bits = (bits | tls.include) & ~tls.exclude
     fn = table.resolved.get((op_name, bits, dtype))
-    if fn is not None:
-        return fn(*args, **kwargs)
-    return _run(op_name, bits, args, kwargs)
+    return fn(*args) if fn is not None else _run(op_name, bits, args, kwargs)
 
 
 def redispatch(op_name: str, keyset: KeySet, *args, **kwargs):

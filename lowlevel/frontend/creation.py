@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
-from ..cuda import current_stream, memcpy_htod_async
+from ..cuda import current_stream, get_driver, memcpy_htod_async
 from ..cuda.allocator import on_empty_cache
-from ..cuda.context import ensure_context, on_reset
+from ..cuda.context import current_device_ordinal, on_reset
 from . import dtypes as dt
 from .device import Device
 from .dtypes import DType, as_dtype
@@ -82,9 +82,10 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
     # zero is part of the key, or x - -0.0 would reuse the tensor of +0.0.
     key = (type(value), value, value == 0 and math.copysign(1.0, value) < 0, dtype, device)
     if device.type == "cuda":
-        drv, ctx = ensure_context()
+        # The driver and device whose context the tensor would be made in, and the stream;
+        # no context generation: a reset empties the cache (on_reset above).
         stream = current_stream()
-        key += (id(drv), ctx.ordinal, ctx.generation, 0 if stream is None else stream.handle)
+        key += (id(get_driver()), current_device_ordinal(), 0 if stream is None else stream.handle)
     t = _constants.get(key)
     if t is None:
         t = from_numpy_values(np.array(value), dtype, device)

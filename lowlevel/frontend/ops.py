@@ -48,6 +48,9 @@ def _validated(op: str, start: float) -> None:
         trace.note_validation(op, time.perf_counter() - start)
 
 
+_NUMBERS = frozenset({int, float})
+
+
 def _binary(op: str, a, b) -> Tensor:
     start = time.perf_counter() if trace.active is not None else 0.0
     if type(a) is Tensor and type(b) is Tensor:
@@ -58,6 +61,11 @@ def _binary(op: str, a, b) -> Tensor:
             broadcast_shapes(op, a.shape, b.shape)
         if trace.active is not None:
             trace.note_validation(op, time.perf_counter() - start)
+        return call(op, a, b)
+    if type(a) is Tensor and type(b) in _NUMBERS:
+        # The next most common case, tensor OP number: no device or dtype to compare.
+        b = scalar_tensor(b, a.dtype, a.device)
+        _validated(op, start)
         return call(op, a, b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"{op}: needs at least one tensor, got {type(a).__name__} and {type(b).__name__}")
@@ -221,15 +229,18 @@ def matmul(a, b) -> Tensor:
     start = _clock()
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(f"matmul: needs two tensors, got {type(a).__name__} and {type(b).__name__}")
-    _same_device_and_dtype("matmul", a, b)
-    if not (1 <= a.ndim <= 3 and 1 <= b.ndim <= 3):
-        raise ValueError(f"matmul: supports 1-D to 3-D operands, got a {a.shape} and b {b.shape}")
-    k_a = a.shape[-1]
-    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if a.device is not b.device or a.dtype is not b.dtype:
+        _same_device_and_dtype("matmul", a, b)
+    sa, sb = a.shape, b.shape
+    na, nb = len(sa), len(sb)
+    if not (1 <= na <= 3 and 1 <= nb <= 3):
+        raise ValueError(f"matmul: supports 1-D to 3-D operands, got a {sa} and b {sb}")
+    k_a = sa[-1]
+    k_b = sb[0] if nb == 1 else sb[-2]
     if k_a != k_b:
-        raise ValueError(f"matmul: a is {a.shape} and b is {b.shape}: inner dimensions {k_a} and {k_b} differ")
-    if a.ndim == 3 and b.ndim == 3 and a.shape[0] != b.shape[0]:
-        raise ValueError(f"matmul: batch sizes differ: a is {a.shape}, b is {b.shape}")
+        raise ValueError(f"matmul: a is {sa} and b is {sb}: inner dimensions {k_a} and {k_b} differ")
+    if na == 3 and nb == 3 and sa[0] != sb[0]:
+        raise ValueError(f"matmul: batch sizes differ: a is {sa}, b is {sb}")
     _validated("matmul", start)
     return call("matmul", a, b)
 

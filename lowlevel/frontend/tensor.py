@@ -61,6 +61,15 @@ class Storage:
         return storage
 
     @classmethod
+    def host_bytes(cls, nbytes: int, device: Device) -> "Storage":
+        """Host storage for an op that writes all `nbytes` itself: as __init__ for a host
+        device, but not zeroed first (np.empty; the padding to 8 bytes is never read)."""
+        storage = cls.__new__(cls)
+        storage.nbytes, storage.device = nbytes, device
+        storage.host = np.empty(max(8, nbytes + (-nbytes % 8)), np.uint8)
+        return storage
+
+    @classmethod
     def of_block(cls, block, nbytes: int, device: Device, allocator) -> "Storage":
         """The storage of a block a backend has just taken from `allocator` (the one of the
         context current now) for `device`, whose ordinal its operands' creation checked:
@@ -90,6 +99,10 @@ class Tensor:
     # Autograd's state as class defaults, for tensors made by new_tensor (see __init__).
     requires_grad = False
     grad = grad_fn = view_base = None
+    # Computed on first use and kept: a tensor's shape, strides, offset and storage never
+    # change after it is made (a view is a new tensor).
+    _contiguous = None
+    _host_view = None
 
     def __init__(self, storage: Storage, shape, strides, offset: int, dtype: DType):
         self.storage = storage
@@ -126,8 +139,12 @@ class Tensor:
         return self.shape if dim is None else self.shape[dim]
 
     def is_contiguous(self) -> bool:
-        expected = contiguous_strides(self.shape)
-        return all(st == ex for st, ex, sz in zip(self.strides, expected, self.shape) if sz != 1)
+        found = self._contiguous
+        if found is None:
+            expected = contiguous_strides(self.shape)
+            found = self._contiguous = all(st == ex for st, ex, sz in zip(self.strides, expected, self.shape)
+                                           if sz != 1)
+        return found
 
     @property
     def data_ptr(self) -> int:
@@ -137,13 +154,19 @@ class Tensor:
 
     def host_view(self) -> np.ndarray:
         """The elements as a strided numpy view over host storage (non-CUDA devices): what
-        a host backend computes on."""
-        base = self.storage.host.view(self.dtype.storage)
-        if self.is_contiguous():
-            # a slice and a reshape: the same view as as_strided's, at a fraction of its cost
-            return base[self.offset:self.offset + self.numel()].reshape(self.shape)
-        item = self.dtype.itemsize
-        return np.lib.stride_tricks.as_strided(base[self.offset:], self.shape, [s * item for s in self.strides])
+        a host backend computes on. Made once per tensor (its layout never changes)."""
+        view = self._host_view
+        if view is None:
+            base = self.storage.host.view(self.dtype.storage)
+            if self.is_contiguous():
+                # a slice and a reshape: the same view as as_strided's, at a fraction of its cost
+                view = base[self.offset:self.offset + self.numel()].reshape(self.shape)
+            else:
+                item = self.dtype.itemsize
+                view = np.lib.stride_tricks.as_strided(base[self.offset:], self.shape,
+                                                       [s * item for s in self.strides])
+            self._host_view = view
+        return view
 
     # -- views -------------------------------------------------------------------------------
     def _view(self, shape, strides, offset=None, how=None) -> "Tensor":
