@@ -84,7 +84,7 @@ def ensure_context() -> tuple[Driver, _PrimaryContext]:
     ctx = _contexts.get((id(drv), ordinal)) or _primary(drv, ordinal)
     if _thread_current.context != (id(drv), ctx.handle, ctx.generation):
         _make_current(drv, ctx)
-    if _pending_releases and not in_host_callback() and not _captures[0]:
+    if _pending_releases and not _callback_state.active and not _captures[0]:    # in_host_callback(), inline
         run_pending_releases()
     return drv, ctx
 

@@ -156,7 +156,15 @@ class PreparedLaunch:
             self._launch_unshared(args, handle)            # another thread is using the buffer
             return
         try:
-            self._write(args)
+            fast = self._struct
+            if fast is not None and not self._f32 and len(args) == self._count \
+                    and _PLAIN_NUMBERS.issuperset(map(type, args)):
+                try:                                  # _write's first case, inline (no floats)
+                    fast.pack_into(self._buffer, 0, *args)
+                except (struct.error, OverflowError):
+                    self._write(args)
+            else:
+                self._write(args)
             if self._launch.cfunc is not self._cfunc or self._driver.log_api or trace.active is not None:
                 self._call_checked(handle)
                 return

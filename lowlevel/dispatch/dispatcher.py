@@ -152,6 +152,9 @@ def _run(op_name: str, bits: int, args, kwargs):
     return kernel.fn(*args, **kwargs)
 
 
+_resolved = table.resolved          # the same dict (emptied in place by registrations)
+
+
 def call(op_name: str, *args, **kwargs):
     """Dispatch a call: compute its key set, then run the highest acting key (a repeat call:
     one lookup of what the same op, key set and dtype ran before)."""
@@ -159,17 +162,17 @@ def call(op_name: str, *args, **kwargs):
     tls = _tls
     if kwargs:
         bits = ((bits | _device_bits(kwargs.values())) | tls.include) & ~tls.exclude
-        fn = table.resolved.get((op_name, bits, dtype))
+        fn = _resolved.get((op_name, bits, dtype))
         return fn(*args, **kwargs) if fn is not None else _run(op_name, bits, args, kwargs)
     bits = (bits | tls.include) & ~tls.exclude
-    fn = table.resolved.get((op_name, bits, dtype))
+    fn = _resolved.get((op_name, bits, dtype))
     return fn(*args) if fn is not None else _run(op_name, bits, args, kwargs)
 
 
 def redispatch(op_name: str, keyset: KeySet, *args, **kwargs):
     """Run `op_name` with the highest key of `keyset` that has something for it."""
     bits = keyset.bits
-    fn = table.resolved.get((op_name, bits, dtype_of(args)))
+    fn = _resolved.get((op_name, bits, dtype_of(args)))
     if fn is not None:
         return fn(*args, **kwargs)
     return _run(op_name, bits, args, kwargs)

@@ -190,9 +190,10 @@ def _reduction(op: str, x, dim, keepdim: bool) -> Tensor:
     if dim is not None:
         if not isinstance(dim, (int, np.integer)):
             raise TypeError(f"{op}: dim must be an int or None, got {dim!r}")
-        if not -x.ndim <= dim < builtins.max(1, x.ndim):
+        nd = len(x.shape)
+        if not -nd <= dim < (nd or 1):
             raise IndexError(f"{op}: dim {dim} is out of range for a tensor of shape {x.shape}")
-        dim = int(dim) % builtins.max(1, x.ndim)
+        dim = int(dim) % (nd or 1)
     if op == "mean" and not x.dtype.is_float:
         raise TypeError(f"mean: needs a floating-point tensor, got {_describe(x)}")
     if op == "max" and (x.numel() == 0 or (dim is not None and x.shape[dim] == 0)):
@@ -218,10 +219,11 @@ def softmax(x, dim=-1) -> Tensor:
     start = _clock()
     if not isinstance(x, Tensor) or not x.dtype.is_float:
         raise TypeError(f"softmax: needs a floating-point tensor, got {_describe(x)}")
-    if x.ndim == 0 or not -x.ndim <= dim < x.ndim:
+    nd = len(x.shape)
+    if nd == 0 or not -nd <= dim < nd:
         raise IndexError(f"softmax: dim {dim} is out of range for a tensor of shape {x.shape}")
     _validated("softmax", start)
-    return call("softmax", x, dim=dim % x.ndim)
+    return call("softmax", x, dim=dim % nd)
 
 
 def matmul(a, b) -> Tensor:

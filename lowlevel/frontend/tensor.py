@@ -149,8 +149,11 @@ class Tensor:
     @property
     def data_ptr(self) -> int:
         """The device address of the first element (CUDA tensors)."""
+        # storage.block.address is Storage.ptr, read without its property (once per operand
+        # per op): refused once the device's context was reset
         offset = self.offset
-        return self.storage.ptr + offset * self.dtype.itemsize if offset else self.storage.ptr
+        address = self.storage.block.address
+        return address + offset * self.dtype.itemsize if offset else address
 
     def host_view(self) -> np.ndarray:
         """The elements as a strided numpy view over host storage (non-CUDA devices): what
