@@ -316,6 +316,7 @@ class PreparedSgemm:
         self._ints = (*ops, m, n, k)
         self._head = (*(c_int(v) for v in self._ints), ctypes.byref(self._alpha))
         self._lda, self._ldb, self._ldc = c_int(lda), c_int(ldb), c_int(ldc)
+        self._beta_ref = ctypes.byref(self._beta)
         self._bound = self._raw = None
 
     def __call__(self, handle: Handle, A: int, B: int, C: int) -> None:
@@ -326,7 +327,7 @@ class PreparedSgemm:
             self._checked(handle, fn, A, B, C)
             return
         status = self._raw(c_void_p(handle.handle), *self._head, c_void_p(A), self._lda, c_void_p(B), self._ldb,
-                           ctypes.byref(self._beta), c_void_p(C), self._ldc)
+                           self._beta_ref, c_void_p(C), self._ldc)
         if status != 0:
             if lib.driver is not None:
                 lib.driver.reraise_interrupt()

@@ -270,3 +270,30 @@ def test_cpu_results_are_new_tensors_that_follow_in_place_writes(rng):
     np.testing.assert_array_equal(first.numpy(), x + x)  # an earlier result is its own storage
     view = a[::2]
     np.testing.assert_array_equal((view + view).numpy(), (x[::2] + 1) * 2)
+
+
+def test_threads_on_their_own_streams_share_the_plans(driver, rng):
+    """Two threads running the same planned ops on streams of their own: each gets its own
+    results (the prepared argument buffer and the allocator are shared by both)."""
+    import threading
+    inputs = [(_float32(rng, 33), _float32(rng, 33)) for _ in range(2)]
+    results, errors = {}, []
+
+    def work(i):
+        try:
+            a, b = (ll.tensor(v, device="cuda") for v in inputs[i])
+            with cuda.stream(cuda.Stream(non_blocking=True)):
+                outs = [((a + b) * 2.0).relu() for _ in range(10)]
+                results[i] = [o.numpy() for o in outs]
+        except Exception as e:          # reported below, in the test's thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i, (a, b) in enumerate(inputs):
+        expected = np.maximum((a + b) * np.float32(2.0), 0)
+        for got in results[i]:
+            np.testing.assert_array_equal(got, expected)

@@ -54,10 +54,10 @@ def _binary_kernel(op: str, name: str):
         """x OP s (or s OP x) with s a kernel argument: no copy of s, no broadcast of it."""
         key = (name, x.shape, x.strides)
         p = plans.get(key) or plans.add(key, _Plan(x.shape, (x,), "scalar_f32", name))
-        out, address, stream, handle = new_output(p, x.dtype, x.device)
+        out, address, stream, handle, bound = new_output(p, x.dtype, x.device)
         if p.kernel is not None:
             x2 = x if p.ready[0] else materialize(x, p.shape)
-            launch_plan(p, (x2,), (address, x2.data_ptr, s, p.n), stream, handle)
+            launch_plan(bound, (x2,), (address, x2.data_ptr, s, p.n), stream, handle)
         return out
 
     def kernel(a: Tensor, b: Tensor) -> Tensor:
@@ -68,12 +68,12 @@ def _binary_kernel(op: str, name: str):
                 return with_scalar(b, a.scalar_value, scalar_kernels[1])
         key = (a.dtype, a.shape, a.strides, b.shape, b.strides)
         p = plans.get(key) or plans.add(key, plan(a, b))
-        out, address, stream, handle = new_output(p, a.dtype, a.device)
+        out, address, stream, handle, bound = new_output(p, a.dtype, a.device)
         if p.kernel is not None:
             ready_a, ready_b = p.ready
             a2 = a if ready_a else materialize(a, p.shape)
             b2 = b if ready_b else materialize(b, p.shape)
-            launch_plan(p, (a2, b2), (address, a2.data_ptr, b2.data_ptr, p.n), stream, handle)
+            launch_plan(bound, (a2, b2), (address, a2.data_ptr, b2.data_ptr, p.n), stream, handle)
         return out
     return kernel
 
@@ -88,10 +88,10 @@ def _unary_kernel(op: str, name: str, module: str = "elementwise"):
     def kernel(x: Tensor) -> Tensor:
         key = (x.dtype, x.shape, x.strides)
         p = plans.get(key) or plans.add(key, plan(x))
-        out, address, stream, handle = new_output(p, x.dtype, x.device)
+        out, address, stream, handle, bound = new_output(p, x.dtype, x.device)
         if p.kernel is not None:
             x2 = x if p.ready[0] else materialize(x, p.shape)
-            launch_plan(p, (x2,), (address, x2.data_ptr, p.n), stream, handle)
+            launch_plan(bound, (x2,), (address, x2.data_ptr, p.n), stream, handle)
         return out
     return kernel
 

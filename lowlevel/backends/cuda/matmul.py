@@ -23,18 +23,16 @@ class _GemmPlan(OpPlan):
     transposed views), in full precision: the output's shape and, per context, the prepared
     sgemm (cublas.PreparedSgemm: sizes, leading dimensions and flags checked once)."""
 
-    __slots__ = ("dims", "gemm")
+    __slots__ = ("dims",)
 
     def __init__(self, m: int, n: int, k: int, a_layout, b_layout):
         super().__init__((m, n), (n, 1), 4 * m * n, None)
         (ta, lda), (tb, ldb) = a_layout, b_layout
         # row-major C = op(A) @ op(B) is column-major C^T = op(B)^T @ op(A)^T (see cuda/gemm.py)
         self.dims = ("T" if tb else "N", "T" if ta else "N", n, m, k, 1.0, ldb, lda, 0.0, n)
-        self.gemm = None
 
-    def bind(self, drv, ctx) -> None:
-        super().bind(drv, ctx)
-        self.gemm = cublas.PreparedSgemm(cublas.library(), *self.dims)
+    def runner_for(self, drv, ctx):
+        return cublas.PreparedSgemm(cublas.library(), *self.dims)
 
 
 def _in_place_layout(t: Tensor):
@@ -66,11 +64,11 @@ def _gemm_plan(a: Tensor, b: Tensor) -> _GemmPlan | None:
 
 
 def _planned(plan: _GemmPlan, a: Tensor, b: Tensor) -> Tensor:
-    out, address, stream, handle = new_output(plan, dt.float32, a.device)
-    ctx = plan.ctx
+    out, address, stream, handle, bound = new_output(plan, dt.float32, a.device)
+    ctx = bound.ctx
     h = cublas.handle_in(ctx.drv, ctx, stream)
     record_uses_on((a, b), stream, handle)
-    plan.gemm(h, b.data_ptr, a.data_ptr, address)
+    bound.runner(h, b.data_ptr, a.data_ptr, address)
     if trace.active is not None:
         trace.note_launch(kernel="cuBLAS gemm (float32)", module="cublas", grid=None, block=None,
                           image_kind="sass" if h.lib.kind == "cuda" else "emulated", stream=stream)

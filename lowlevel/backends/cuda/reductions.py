@@ -79,9 +79,9 @@ def _last_dim_plan(what: str, x: Tensor, dim, keepdim: bool) -> _RowsPlan | None
 
 
 def _rows(plan: _RowsPlan, x: Tensor) -> Tensor:
-    out, address, stream, handle = new_output(plan, dt.float32, x.device)
+    out, address, stream, handle, bound = new_output(plan, dt.float32, x.device)
     if plan.kernel is not None:
-        launch_plan(plan, (x,), (x.data_ptr, address, plan.rows, plan.cols), stream, handle)
+        launch_plan(bound, (x,), (x.data_ptr, address, plan.rows, plan.cols), stream, handle)
     return out
 
 
