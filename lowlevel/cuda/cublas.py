@@ -19,7 +19,7 @@ import numpy as np
 from .. import trace
 from .checked import IntegerArguments
 from ..capi.cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
-from .context import ContextBound, ContextResource, current_device_ordinal, ensure_context, on_reset
+from .context import ContextBound, ContextResource, ensure_context, on_reset
 from .driver import Driver, show_argument
 from .memory import device_pointer as _ptr
 from .stream import stream_handle
@@ -82,6 +82,7 @@ class Cublas:
         self.description = description
         self.driver = driver
         self._functions = functions
+        self.replacements = 0       # counts replace_function calls (a prepared call rebinds after one)
         # m, n, k, lda... are C ints: one past 2**31 must not reach cuBLAS as its low bits
         self._integers = {name: IntegerArguments(name, PROTOTYPES[name][1]) for name in functions}
 
@@ -116,6 +117,7 @@ class Cublas:
         if name not in self._functions:
             raise AttributeError(f"{name} is not bound ({self.description})")
         self._functions[name] = cfunc
+        self.replacements += 1
         self.__dict__.pop(name, None)
 
     def c_function(self, name: str):
@@ -202,6 +204,7 @@ class Handle(ContextResource):
         h = c_void_p()
         self.lib.cublasCreate_v2(ctypes.byref(h))
         self.handle = h.value
+        self.c_handle = c_void_p(h.value)      # the same, as a C value, for prepared calls
         self.stream = None
         self.set_stream(stream)
 
@@ -267,7 +270,7 @@ def handle_in(drv, ctx, stream=None) -> Handle:
     handles = getattr(_per_thread, "handles", None)
     if handles is None:
         handles = _per_thread.handles = {}
-    key = (id(drv), current_device_ordinal(), ctx.generation)
+    key = (id(drv), ctx.ordinal, ctx.generation)         # ctx is the current device's context
     h = handles.get(key)
     if h is None:
         h = handles[key] = Handle(stream)
@@ -317,30 +320,35 @@ class PreparedSgemm:
         self._head = (*(c_int(v) for v in self._ints), ctypes.byref(self._alpha))
         self._lda, self._ldb, self._ldc = c_int(lda), c_int(ldb), c_int(ldc)
         self._beta_ref = ctypes.byref(self._beta)
-        self._bound = self._raw = None
+        self._raw = None
+        self._seen = -1             # lib.replacements when the C function was bound
 
     def __call__(self, handle: Handle, A: int, B: int, C: int) -> None:
-        """C = alpha * op(A) @ op(B) + beta * C on the handle's stream; A, B, C device addresses."""
+        """C = alpha * op(A) @ op(B) + beta * C on the handle's stream; A, B, C device
+        addresses."""
+        if handle.context_generation != handle.context.generation:
+            handle.check_context()              # Handle.handle's check, before its C value is used
         lib = self.lib
-        fn = lib.c_function(self.NAME)
-        if fn is not self._bound or trace.active is not None:
-            self._checked(handle, fn, A, B, C)
+        if self._seen != lib.replacements or trace.active is not None:
+            self._checked(handle, A, B, C)
             return
-        status = self._raw(c_void_p(handle.handle), *self._head, c_void_p(A), self._lda, c_void_p(B), self._ldb,
+        status = self._raw(handle.c_handle, *self._head, c_void_p(A), self._lda, c_void_p(B), self._ldb,
                            self._beta_ref, c_void_p(C), self._ldc)
         if status != 0:
             if lib.driver is not None:
                 lib.driver.reraise_interrupt()
             raise CublasError(status, self.NAME, lib.status_string(status))
 
-    def _checked(self, handle: Handle, fn, A: int, B: int, C: int) -> None:
-        getattr(self.lib, self.NAME)(handle.handle, *self._ints, ctypes.byref(self._alpha), A, self._lda.value,
-                                     B, self._ldb.value, ctypes.byref(self._beta), C, self._ldc.value)
+    def _checked(self, handle: Handle, A: int, B: int, C: int) -> None:
+        lib = self.lib
+        seen, fn = lib.replacements, lib.c_function(self.NAME)
+        getattr(lib, self.NAME)(handle.handle, *self._ints, ctypes.byref(self._alpha), A, self._lda.value,
+                                B, self._ldb.value, ctypes.byref(self._beta), C, self._ldc.value)
         if trace.active is None:
             # the C function at the same address, without ctypes' per-call conversion (the
             # arguments are C values already); `fn` is kept, so it stays alive
             self._raw = ctypes.CFUNCTYPE(c_int)(ctypes.cast(fn, c_void_p).value)
-            self._bound = fn
+            self._bound, self._seen = fn, seen
 
 
 def dgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) -> None:

@@ -101,8 +101,8 @@ class Tensor:
     grad = grad_fn = view_base = None
     # Computed on first use and kept: a tensor's shape, strides, offset and storage never
     # change after it is made (a view is a new tensor).
-    _contiguous = None
-    _host_view = None
+    contiguous_cache = None
+    host_view_cache = None
 
     def __init__(self, storage: Storage, shape, strides, offset: int, dtype: DType):
         self.storage = storage
@@ -127,6 +127,17 @@ class Tensor:
         t.storage, t.shape, t.strides, t.offset, t.dtype, t.device = storage, shape, strides, 0, dtype, storage.device
         return t
 
+    @classmethod
+    def new_host(cls, shape: tuple, strides: tuple, nbytes: int, dtype: DType, device: Device) -> "Tensor":
+        """A new contiguous tensor of `shape` (with its `strides` and `nbytes`, as a plan
+        computed them) in host storage that the caller writes whole (not zeroed first, see
+        Storage.host_bytes), with its host view made at once."""
+        storage = Storage.host_bytes(nbytes, device)
+        t = cls.new_tensor(storage, shape, strides, dtype)
+        t.contiguous_cache = True
+        t.host_view_cache = storage.host[:nbytes].view(dtype.storage).reshape(shape)
+        return t
+
     # -- metadata ----------------------------------------------------------------------------
     @property
     def ndim(self) -> int:
@@ -139,10 +150,10 @@ class Tensor:
         return self.shape if dim is None else self.shape[dim]
 
     def is_contiguous(self) -> bool:
-        found = self._contiguous
+        found = self.contiguous_cache
         if found is None:
             expected = contiguous_strides(self.shape)
-            found = self._contiguous = all(st == ex for st, ex, sz in zip(self.strides, expected, self.shape)
+            found = self.contiguous_cache = all(st == ex for st, ex, sz in zip(self.strides, expected, self.shape)
                                            if sz != 1)
         return found
 
@@ -158,7 +169,7 @@ class Tensor:
     def host_view(self) -> np.ndarray:
         """The elements as a strided numpy view over host storage (non-CUDA devices): what
         a host backend computes on. Made once per tensor (its layout never changes)."""
-        view = self._host_view
+        view = self.host_view_cache
         if view is None:
             base = self.storage.host.view(self.dtype.storage)
             if self.is_contiguous():
@@ -168,7 +179,7 @@ class Tensor:
                 item = self.dtype.itemsize
                 view = np.lib.stride_tricks.as_strided(base[self.offset:], self.shape,
                                                        [s * item for s in self.strides])
-            self._host_view = view
+            self.host_view_cache = view
         return view
 
     # -- views -------------------------------------------------------------------------------

@@ -165,3 +165,13 @@ def test_a_prepared_sgemm_is_traced_and_follows_a_replaced_function(driver):
     assert [c["symbol"] for c in rec.calls] == ["cublasSgemm_v2"]
     gemm(handle, da.ptr, da.ptr, dc.ptr)                 # bound now
     np.testing.assert_array_equal(download(dc, 4), np.full(4, 2.0, np.float32))
+
+
+def test_a_prepared_sgemm_refuses_a_handle_from_before_a_reset(driver):
+    handle = cuda.cublas.Handle()
+    gemm = cuda.cublas.PreparedSgemm(cuda.cublas.library(), "N", "N", 2, 2, 2, 1.0, 2, 2, 0.0, 2)
+    d = upload(np.ones(4, np.float32))
+    gemm(handle, d.ptr, d.ptr, d.ptr)
+    cuda.reset_device()
+    with pytest.raises(cuda.ContextResetError, match="Handle belongs to a context that was reset"):
+        gemm(handle, 0, 0, 0)

@@ -51,11 +51,13 @@ _plans = Plans()
 def _gemm_plan(a: Tensor, b: Tensor) -> _GemmPlan | None:
     """The plan of a @ b, None when it takes the general path (another dtype, TF32, 1-D or
     3-D operands, an empty product, an operand that must be copied first)."""
-    if a.ndim != 2 or b.ndim != 2 or a.dtype is not dt.float32 or allow_tf32:
+    if allow_tf32:
         return None
-    key = (a.shape, a.strides, b.shape, b.strides)
+    key = (a.dtype, a.shape, a.strides, b.shape, b.strides)
     plan = _plans.get(key, False)
     if plan is False:
+        if len(a.shape) != 2 or len(b.shape) != 2 or a.dtype is not dt.float32:
+            return _plans.add(key, None)
         (m, k), n = a.shape, b.shape[1]
         a_layout, b_layout = _in_place_layout(a), _in_place_layout(b)
         ok = m and n and k and a_layout is not None and b_layout is not None
