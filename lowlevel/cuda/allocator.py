@@ -14,6 +14,11 @@ in segments and handed out in blocks:
   - neighbouring free blocks of a segment merge; empty_cache() returns whole free
     segments to the driver.
 
+A tensor's storage hands its block back by `free_later` (a finalizer may run anywhere, even
+inside this allocator's lock): the block waits in `returned` and is freed at the
+allocator's next safe point (an allocation, stats(), empty_cache()) that is also one of
+lowlevel's (no host callback running, no capture open: context.releases_allowed()).
+
 The fast path: a freed block (used on no other stream) is first kept whole on a free list
 of its stream and exact rounded size, so that the next request of that size on that
 stream takes it in O(1), with no split and no merge (the loop of a program that makes the
@@ -21,10 +26,11 @@ same tensors over and over). A request that finds no block of its size there fir
 that stream's kept blocks back into its pool, then searches as above: nothing is lost to
 the fast path, and the driver is asked for a segment only when merged memory does not fit.
 """
+import collections
 import threading
 
 from . import context
-from .context import ensure_context
+from .context import ensure_context, releases_allowed
 from .memory import mem_alloc
 from .stream import Event
 
@@ -73,6 +79,7 @@ class CachingAllocator:
         self._lock = threading.RLock()
         self._free: dict[tuple[int, bool], list[Block]] = {}   # (stream, small) -> free blocks
         self._kept: dict[tuple[int, int], list[Block]] = {}    # (stream, size) -> freed whole, unmerged
+        self.returned: collections.deque = collections.deque()  # dropped by their storage: free_later
         self._pending: list[Block] = []                         # freed, waiting for events
         self._segments: list[_Segment] = []
         self.allocated = 0          # bytes in blocks handed out
@@ -88,6 +95,8 @@ class CachingAllocator:
         """allocate() for the handle of a stream (0: the legacy default stream) already read."""
         size = max(ROUND, -(-nbytes // ROUND) * ROUND)
         with self._lock:
+            if self.returned and releases_allowed():
+                self._free_returned()
             if self._pending:
                 self._release_passed_events()
             kept = self._kept.get((handle, size))
@@ -157,23 +166,45 @@ class CachingAllocator:
         if stream is not None and stream.handle != block.stream:
             block.other_streams.add(stream)
 
+    def free_later(self, block: Block) -> None:
+        """Free `block` at the allocator's next safe point: what a finalizer calls (a deque's
+        append takes no lock of lowlevel's, wherever the collector runs it)."""
+        self.returned.append(block)
+
+    def _free_returned(self) -> None:
+        """Free the blocks free_later queued (with the lock held, at a safe point); an error
+        (a broken context) is dropped, as the context's queued releases drop theirs."""
+        returned = self.returned
+        while returned:
+            try:
+                block = returned.popleft()
+            except IndexError:              # another thread took the last one
+                return
+            try:
+                self._free_locked(block)
+            except Exception:
+                pass
+
     def free(self, block: Block) -> None:
+        with self._lock:
+            self._free_locked(block)
+
+    def _free_locked(self, block: Block) -> None:
         if context.shutting_down:
             return
-        with self._lock:
-            if block.free:
-                raise RuntimeError(f"double free of {block!r}")
-            block.free = True
-            self.allocated -= block.size
-            if block.other_streams:
-                block.events = [Event(timing=False).record(s) for s in block.other_streams]
-                block.other_streams = set()
-                self._pending.append(block)
-            else:
-                kept = self._kept.get((block.stream, block.size))
-                if kept is None:
-                    kept = self._kept[(block.stream, block.size)] = []
-                kept.append(block)
+        if block.free:
+            raise RuntimeError(f"double free of {block!r}")
+        block.free = True
+        self.allocated -= block.size
+        if block.other_streams:
+            block.events = [Event(timing=False).record(s) for s in block.other_streams]
+            block.other_streams = set()
+            self._pending.append(block)
+        else:
+            kept = self._kept.get((block.stream, block.size))
+            if kept is None:
+                kept = self._kept[(block.stream, block.size)] = []
+            kept.append(block)
 
     def _release_passed_events(self) -> None:
         still = []
@@ -201,6 +232,8 @@ class CachingAllocator:
     def empty_cache(self) -> None:
         """Give every wholly free segment back to the driver (cuMemFree synchronises)."""
         with self._lock:
+            if releases_allowed():
+                self._free_returned()
             self._release_passed_events()
             self._merge_kept(None)
             keep, release = [], []
@@ -220,6 +253,9 @@ class CachingAllocator:
             allocation.free()
 
     def stats(self) -> dict:
+        with self._lock:
+            if self.returned and releases_allowed():
+                self._free_returned()
         return {"allocated": self.allocated, "reserved": self.reserved, "peak": self.peak,
                 "segments": len(self._segments), "driver_allocs": self.driver_allocs}
 

@@ -118,6 +118,12 @@ def capture_ended() -> None:
         _captures[0] -= 1
 
 
+def releases_allowed() -> bool:
+    """Whether this thread is at a safe point for queued releases: in no host callback, and
+    no cuda.capture block of lowlevel's is open (what ensure_context checks before it runs them)."""
+    return not _callback_state.active and not _captures[0]
+
+
 def in_host_callback() -> bool:
     return _callback_state.active
 

@@ -83,11 +83,16 @@ class Storage:
         return self.block.address          # refused once the device's context was reset
 
     def __del__(self):
-        # The block goes back to the allocator at the next safe point, not here: the
-        # collector may run this inside the allocator's own lock (see release_later).
+        # The block goes back to the allocator at a safe point, not here: the collector may
+        # run this inside the allocator's own lock (see release_later). The caching allocator
+        # keeps it until its next allocation (free_later); any other, until lowlevel's next
+        # safe point.
         if self.block is not None:
             try:
-                release_later(functools.partial(self.allocator.free, self.block))
+                try:
+                    self.allocator.free_later(self.block)
+                except AttributeError:                       # not the caching allocator (DLPack's)
+                    release_later(functools.partial(self.allocator.free, self.block))
             except Exception:       # at interpreter teardown the modules may be gone
                 pass
 

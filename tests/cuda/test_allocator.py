@@ -118,3 +118,30 @@ def test_kept_blocks_merge_before_a_new_segment_and_in_empty_cache(driver):
         alloc.free(b)
     alloc.empty_cache()                              # kept blocks' segments go back too
     assert alloc.stats()["reserved"] == 0 and alloc.stats()["segments"] == 0
+
+
+def test_a_dropped_tensor_is_freed_at_the_allocators_next_safe_point(driver):
+    """A storage's finalizer only queues its block (free_later); the next allocation, stats()
+    or empty_cache() frees it, but not inside a host callback or while a capture is open."""
+    from lowlevel.cuda import context
+    t = ll.empty(300, device="cuda")
+    alloc, block = t.storage.allocator, t.storage.block
+    used = alloc.stats()["allocated"]
+    del t
+    assert block in alloc.returned and not block.free
+    assert alloc.stats()["allocated"] == used - block.size and block.free     # stats() is a safe point
+    for hold, release in ((lambda: context.set_in_host_callback(True), lambda: context.set_in_host_callback(False)),
+                          (context.capture_began, context.capture_ended)):
+        t = ll.empty(300, device="cuda")
+        block = t.storage.block
+        hold()
+        try:
+            del t
+            other = alloc.allocate(300)                  # not a safe point now: the block waits
+            assert block in alloc.returned and not block.free and other is not block
+        finally:
+            release()
+        again = alloc.allocate(300)                      # a safe point: freed, and reused at once
+        assert block.free is False and again is block and not alloc.returned
+        alloc.free(other)
+        alloc.free(again)
