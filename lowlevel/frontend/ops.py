@@ -38,20 +38,11 @@ def _same_device_and_dtype(op: str, a: Tensor, b: Tensor) -> None:
                         f"convert one with .to(dtype)")
 
 
-def _clock() -> float:
-    """The time validation starts, read only while a trace records it (0.0 otherwise)."""
-    return time.perf_counter() if trace.active is not None else 0.0
-
-
-def _validated(op: str, start: float) -> None:
-    if trace.active is not None:
-        trace.note_validation(op, time.perf_counter() - start)
-
-
 _NUMBERS = frozenset({int, float})
 
 
 def _binary(op: str, a, b) -> Tensor:
+    # Validation is timed only while a trace records it (here and in every op below).
     start = time.perf_counter() if trace.active is not None else 0.0
     if type(a) is Tensor and type(b) is Tensor:
         # The common case, two tensors: the same checks as below, without the number handling.
@@ -65,7 +56,8 @@ def _binary(op: str, a, b) -> Tensor:
     if type(a) is Tensor and type(b) in _NUMBERS:
         # The next most common case, tensor OP number: no device or dtype to compare.
         b = scalar_tensor(b, a.dtype, a.device)
-        _validated(op, start)
+        if trace.active is not None:
+            trace.note_validation(op, time.perf_counter() - start)
         return call(op, a, b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"{op}: needs at least one tensor, got {type(a).__name__} and {type(b).__name__}")
@@ -79,7 +71,8 @@ def _binary(op: str, a, b) -> Tensor:
     # A Python number becomes a 0-d tensor of the other operand's dtype and device, that
     # carries the number too (a kernel may take it as an argument).
     a, b = (x if isinstance(x, Tensor) else scalar_tensor(x, like.dtype, like.device) for x in (a, b))
-    _validated(op, start)
+    if trace.active is not None:
+        trace.note_validation(op, time.perf_counter() - start)
     return call(op, a, b)
 
 
@@ -162,12 +155,13 @@ def where(cond, a, b) -> Tensor:
 
 
 def _unary(op: str, x, floats_only: bool = False) -> Tensor:
-    start = _clock()
+    start = time.perf_counter() if trace.active is not None else 0.0
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
     if floats_only and not x.dtype.is_float:
         raise TypeError(f"{op}: needs a floating-point tensor, got {_describe(x)}")
-    _validated(op, start)
+    if trace.active is not None:
+        trace.note_validation(op, time.perf_counter() - start)
     return call(op, x)
 
 
@@ -184,7 +178,7 @@ def exp(x) -> Tensor:
 
 
 def _reduction(op: str, x, dim, keepdim: bool) -> Tensor:
-    start = _clock()
+    start = time.perf_counter() if trace.active is not None else 0.0
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
     if dim is not None:
@@ -198,7 +192,8 @@ def _reduction(op: str, x, dim, keepdim: bool) -> Tensor:
         raise TypeError(f"mean: needs a floating-point tensor, got {_describe(x)}")
     if op == "max" and (x.numel() == 0 or (dim is not None and x.shape[dim] == 0)):
         raise ValueError(f"max: the reduced dimension of {_describe(x)} is empty")
-    _validated(op, start)
+    if trace.active is not None:
+        trace.note_validation(op, time.perf_counter() - start)
     return call(op, x, dim=dim, keepdim=bool(keepdim))
 
 
@@ -216,19 +211,20 @@ def max(x, dim=None, keepdim=False) -> Tensor:       # noqa: A001
 
 
 def softmax(x, dim=-1) -> Tensor:
-    start = _clock()
+    start = time.perf_counter() if trace.active is not None else 0.0
     if not isinstance(x, Tensor) or not x.dtype.is_float:
         raise TypeError(f"softmax: needs a floating-point tensor, got {_describe(x)}")
     nd = len(x.shape)
     if nd == 0 or not -nd <= dim < nd:
         raise IndexError(f"softmax: dim {dim} is out of range for a tensor of shape {x.shape}")
-    _validated("softmax", start)
+    if trace.active is not None:
+        trace.note_validation("softmax", time.perf_counter() - start)
     return call("softmax", x, dim=dim % nd)
 
 
 def matmul(a, b) -> Tensor:
     """Matrix product: 1-D x 1-D (dot), 2-D x 2-D, and batched 3-D (a 2-D operand broadcasts)."""
-    start = _clock()
+    start = time.perf_counter() if trace.active is not None else 0.0
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(f"matmul: needs two tensors, got {type(a).__name__} and {type(b).__name__}")
     if a.device is not b.device or a.dtype is not b.dtype:
@@ -243,7 +239,8 @@ def matmul(a, b) -> Tensor:
         raise ValueError(f"matmul: a is {sa} and b is {sb}: inner dimensions {k_a} and {k_b} differ")
     if na == 3 and nb == 3 and sa[0] != sb[0]:
         raise ValueError(f"matmul: batch sizes differ: a is {sa}, b is {sb}")
-    _validated("matmul", start)
+    if trace.active is not None:
+        trace.note_validation("matmul", time.perf_counter() - start)
     return call("matmul", a, b)
 
 
