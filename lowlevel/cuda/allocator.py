@@ -174,16 +174,25 @@ class CachingAllocator:
     def _free_returned(self) -> None:
         """Free the blocks free_later queued (with the lock held, at a safe point); an error
         (a broken context) is dropped, as the context's queued releases drop theirs."""
-        returned = self.returned
+        returned, kept = self.returned, self._kept
         while returned:
             try:
                 block = returned.popleft()
             except IndexError:              # another thread took the last one
                 return
-            try:
-                self._free_locked(block)
-            except Exception:
-                pass
+            if block.free or block.other_streams or context.shutting_down:
+                try:
+                    self._free_locked(block)        # the double free, the events, the exit
+                except Exception:
+                    pass
+                continue
+            # _free_locked's common case, inline: kept whole for its stream and size
+            block.free = True
+            self.allocated -= block.size
+            blocks = kept.get((block.stream, block.size))
+            if blocks is None:
+                blocks = kept[(block.stream, block.size)] = []
+            blocks.append(block)
 
     def free(self, block: Block) -> None:
         with self._lock:

@@ -90,8 +90,8 @@ class Storage:
         if self.block is not None:
             try:
                 try:
-                    self.allocator.free_later(self.block)
-                except AttributeError:                       # not the caching allocator (DLPack's)
+                    self.allocator.returned.append(self.block)   # CachingAllocator.free_later, inline
+                except AttributeError:                           # not the caching allocator (DLPack's)
                     release_later(functools.partial(self.allocator.free, self.block))
             except Exception:       # at interpreter teardown the modules may be gone
                 pass
