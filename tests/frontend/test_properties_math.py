@@ -3,7 +3,7 @@ min) against numpy with hypothesis, on the CPU backend and CUDA: random shapes (
 dimensions, non-contiguous views), NaN, inf and -0.0; and their errors."""
 import numpy as np
 import pytest
-from helpers.tensor_strategies import FLOAT32_ONLY, LAYOUTS, PROPERTY, as_tensor, assert_same, shapes, values
+from helpers.tensor_strategies import FLOATS, LAYOUTS, PROPERTY, as_tensor, assert_same, shapes, values
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,7 +27,7 @@ def _one(data, device, dtypes):
 @PROPERTY
 @given(data=st.data(), op=st.sampled_from(sorted(UNARY)))
 def test_unary_math_matches_numpy(device, data, op):
-    t, x = _one(data, device, FLOAT32_ONLY[_kind(device)])
+    t, x = _one(data, device, FLOATS[_kind(device)])
     with np.errstate(all="ignore"):
         expected = UNARY[op](x).astype(x.dtype)
     got = getattr(t, op)().numpy()
@@ -42,7 +42,7 @@ def test_unary_math_matches_numpy(device, data, op):
 @PROPERTY
 @given(data=st.data(), lo=st.sampled_from([None, -1.0, 0.0, np.nan]), hi=st.sampled_from([None, 2.0, -0.0]))
 def test_minimum_clamp_and_min_match_numpy(device, data, lo, hi):
-    t, x = _one(data, device, FLOAT32_ONLY[_kind(device)])
+    t, x = _one(data, device, FLOATS[_kind(device)])
     u, y = as_tensor(data.draw(values(t.dtype, x.shape)), t.dtype, device, "contiguous")
     assert_same(ll.minimum(t, u).numpy(), np.minimum(x, y), signed_zeros=False)
     if lo is not None or hi is not None:
@@ -73,7 +73,8 @@ def _pow_tolerance(x, y, device):
 def test_pow_matches_numpy(device, data, exponent):
     # on CUDA float32 by ptx/pow_f32.ptx, with C's special cases (x^0 = 1, 1^y = 1, NaN,
     # signed zeros and infinities) exact, the rest approximate (see its header)
-    t, x = _one(data, device, FLOAT32_ONLY[_kind(device)])
+    # (float64 pow on CUDA is not written yet: refused, see test_cuda_math_...)
+    t, x = _one(data, device, [d for d in FLOATS[_kind(device)] if device == "cpu" or d is not ll.float64])
     with np.errstate(all="ignore"):
         expected = np.power(x, x.dtype.type(exponent))
         assert_same((t ** exponent).numpy(), expected, rtol=_pow_tolerance(x, exponent, device), atol=1e-30)
@@ -118,5 +119,5 @@ def test_cuda_math_has_float32_kernels_and_names_what_it_lacks(driver):
     np.testing.assert_allclose(x.rsqrt().numpy(), [2.0, 0.5], rtol=1e-6)
     with pytest.raises(NotImplementedError, match="tanh has no CUDA kernel for dtype float16"):
         x.half().tanh()
-    with pytest.raises(NotImplementedError, match="pow has no CUDA kernel for dtype float16"):
-        x.half() ** 2.0
+    with pytest.raises(NotImplementedError, match="pow has no CUDA kernel for dtype float64"):
+        x.double() ** 2.0

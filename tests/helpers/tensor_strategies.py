@@ -27,7 +27,7 @@ NUMPY = {ll.float32: np.float32, ll.float64: np.float64, ll.float16: np.float16,
 # the op and dtype): the CPU backend takes every dtype, CUDA float32 (and float16 for
 # element-wise arithmetic).
 ELEMENTWISE_DTYPES = {"cpu": [ll.float32, ll.float64, ll.int32, ll.int64], "cuda": [ll.float32, ll.float16]}
-FLOAT32_ONLY = {"cpu": [ll.float32, ll.float64], "cuda": [ll.float32]}
+FLOATS = {"cpu": [ll.float32, ll.float64], "cuda": [ll.float32, ll.float64]}
 
 
 def shapes(min_dims=0, max_dims=3, max_side=4):
