@@ -9,6 +9,7 @@
     compare.py       comparisons (-> bool), where (every dtype), copy_ into strided views
     reductions.py    sum max mean softmax (float32), by rows
     dtype_reductions.py  the other dtypes' reductions, argmax, argmin
+    fill.py          zeros ones full on the device: memsets, or fill_u16 / fill_u64 of ptx/fill.ptx
     masks.py         t[mask] (masked_select) and its gradient's scatter
     matmul.py        matmul on cuBLAS (float32, float64, float16, bfloat16)
     matmul_ptx.py    or on the handwritten sgemm_tiled / hgemm_mma: matmul_library("ptx")
@@ -23,7 +24,7 @@ handwritten kernels of ptx/ instead of cuBLAS.
 import sys
 import types
 
-from . import compare, dtype_reductions, elementwise, layout, masks, matmul, reductions  # noqa: F401  (each registers its kernels)
+from . import compare, dtype_reductions, elementwise, fill, layout, masks, matmul, reductions  # noqa: F401  (each registers its kernels)
 from .matmul_ptx import matmul_library  # noqa: F401  (lowlevel.backends.cuda.matmul_library)
 
 
