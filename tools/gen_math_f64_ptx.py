@@ -63,8 +63,8 @@ TAYLOR = [d(float(Fraction(1, math.factorial(k)))) for k in range(2, 14)]
 class Regs:
     """Hands out fresh float64 (%fd), int32 (%ri) and int64 (%rl) registers."""
 
-    def __init__(self):
-        self.count = {"f64": 1, "s32": 0, "s64": 0}    # %fd0 is x[i]
+    def __init__(self, inputs: int = 1):
+        self.count = {"f64": inputs, "s32": 0, "s64": 0}    # %fd0 is x[i] (and %fd1 y[i])
 
     def new(self, kind: str = "f64") -> str:
         k = self.count[kind]
@@ -157,34 +157,38 @@ def expm1(rg: Regs, x: str):
             + keep_nan(rg, x, big)), big
 
 
+def split_exponent(rg: Regs, x: str):
+    """(lines, m, e as a float64) with x = 2^e m, m in [sqrt(2)/2, sqrt(2)], for a finite x > 0
+    (subnormals included), from the bit pattern; uses %p3 and %p4."""
+    xs, bits, e, m, t, dk, ei = rg.new(), rg.new("s64"), rg.new("s64"), rg.new(), rg.new(), rg.new(), rg.new("s64")
+    return [(f"setp.lt.f64     %p3, {x}, {d(2.0 ** -1022)};", "p3 = x is below the normals (subnormal, 0, < 0)"),
+            (f"mul.rn.f64      {xs}, {x}, {d(2.0 ** 54)};", f"{xs[1:]} = x * 2^54: a subnormal made normal (exact)"),
+            (f"selp.f64        {xs}, {xs}, {x}, %p3;", f"{xs[1:]} = the scaled x where p3, else x"),
+            (f"mov.b64         {bits}, {xs};", f"{bits[1:]} = its bits"),
+            (f"shr.s64         {e}, {bits}, 52;", f"{e[1:]} = the biased exponent (sign 0 for x > 0)"),
+            (f"sub.s64         {e}, {e}, 1023;", f"{e[1:]} = e: x = 2^e * m with m in [1, 2)"),
+            (f"selp.s64        {ei}, 54, 0, %p3;", f"{ei[1:]} = 54 where x was scaled"),
+            (f"sub.s64         {e}, {e}, {ei};", f"{e[1:]} = the exponent of x itself"),
+            (f"and.b64         {bits}, {bits}, 0x000FFFFFFFFFFFFF;", f"{bits[1:]} = the fraction bits"),
+            (f"or.b64          {bits}, {bits}, 0x3FF0000000000000;", f"{bits[1:]} = with exponent 0: m in [1, 2)"),
+            (f"mov.b64         {m}, {bits};", f"{m[1:]} = m"),
+            (f"setp.gt.f64     %p4, {m}, {SQRT2};", "p4 = (m > sqrt(2))"),
+            (f"mul.rn.f64      {t}, {m}, {HALF};", f"{t[1:]} = m / 2 (exact)"),
+            (f"selp.f64        {m}, {t}, {m}, %p4;", f"{m[1:]} = m in [sqrt(2)/2, sqrt(2)]"),
+            (f"selp.s64        {ei}, 1, 0, %p4;", f"{ei[1:]} = 1 where m was halved"),
+            (f"add.s64         {e}, {e}, {ei};", f"{e[1:]} = e, x = 2^e m"),
+            (f"cvt.rn.f64.s64  {dk}, {e};", f"{dk[1:]} = e as a float64 (exact)")], m, dk
+
+
 def log(rg: Regs, x: str):
     """(lines, ln x), fdlibm's e_log.c on the bit pattern."""
-    xs, bits, e, m, f, s, z, poly, hfsq, t, dk, y = (rg.new(), rg.new("s64"), rg.new("s64"), rg.new(), rg.new(),
-                                                     rg.new(), rg.new(), rg.new(), rg.new(), rg.new(), rg.new(),
-                                                     rg.new())
-    ei = rg.new("s64")
-    out = [(f"setp.lt.f64     %p3, {x}, {d(2.0 ** -1022)};", "p3 = x is below the normals (subnormal, 0, < 0)"),
-           (f"mul.rn.f64      {xs}, {x}, {d(2.0 ** 54)};", f"{xs[1:]} = x * 2^54: a subnormal made normal (exact)"),
-           (f"selp.f64        {xs}, {xs}, {x}, %p3;", f"{xs[1:]} = the scaled x where p3, else x"),
-           (f"mov.b64         {bits}, {xs};", f"{bits[1:]} = its bits"),
-           (f"shr.s64         {e}, {bits}, 52;", f"{e[1:]} = the biased exponent (sign 0 for x > 0)"),
-           (f"sub.s64         {e}, {e}, 1023;", f"{e[1:]} = e: x = 2^e * m with m in [1, 2)"),
-           (f"selp.s64        {ei}, 54, 0, %p3;", f"{ei[1:]} = 54 where x was scaled"),
-           (f"sub.s64         {e}, {e}, {ei};", f"{e[1:]} = the exponent of x itself"),
-           (f"and.b64         {bits}, {bits}, 0x000FFFFFFFFFFFFF;", f"{bits[1:]} = the fraction bits"),
-           (f"or.b64          {bits}, {bits}, 0x3FF0000000000000;", f"{bits[1:]} = with exponent 0: m in [1, 2)"),
-           (f"mov.b64         {m}, {bits};", f"{m[1:]} = m"),
-           (f"setp.gt.f64     %p4, {m}, {SQRT2};", "p4 = (m > sqrt(2))"),
-           (f"mul.rn.f64      {t}, {m}, {HALF};", f"{t[1:]} = m / 2 (exact)"),
-           (f"selp.f64        {m}, {t}, {m}, %p4;", f"{m[1:]} = m in [sqrt(2)/2, sqrt(2)]"),
-           (f"selp.s64        {ei}, 1, 0, %p4;", f"{ei[1:]} = 1 where m was halved"),
-           (f"add.s64         {e}, {e}, {ei};", f"{e[1:]} = e, x = 2^e m"),
-           (f"cvt.rn.f64.s64  {dk}, {e};", f"{dk[1:]} = e as a float64 (exact)"),
-           (f"sub.rn.f64      {f}, {m}, {ONE};", f"{f[1:]} = f = m - 1 (exact: Sterbenz)"),
-           (f"add.rn.f64      {t}, {f}, {TWO};", f"{t[1:]} = 2 + f"),
-           (f"div.rn.f64      {s}, {f}, {t};", f"{s[1:]} = s = f / (2 + f): log(1+f) = 2 atanh(s)"),
-           (f"mul.rn.f64      {z}, {s}, {s};", f"{z[1:]} = z = s^2"),
-           (f"mov.f64         {poly}, {LG[6]};", f"{poly[1:]} = Lg7")]
+    out, m, dk = split_exponent(rg, x)
+    f, s, z, poly, hfsq, t, y = rg.new(), rg.new(), rg.new(), rg.new(), rg.new(), rg.new(), rg.new()
+    out += [(f"sub.rn.f64      {f}, {m}, {ONE};", f"{f[1:]} = f = m - 1 (exact: Sterbenz)"),
+            (f"add.rn.f64      {t}, {f}, {TWO};", f"{t[1:]} = 2 + f"),
+            (f"div.rn.f64      {s}, {f}, {t};", f"{s[1:]} = s = f / (2 + f): log(1+f) = 2 atanh(s)"),
+            (f"mul.rn.f64      {z}, {s}, {s};", f"{z[1:]} = z = s^2"),
+            (f"mov.f64         {poly}, {LG[6]};", f"{poly[1:]} = Lg7")]
     for k in range(5, -1, -1):
         out.append((f"fma.rn.f64      {poly}, {poly}, {z}, {LG[k]};", f"{poly[1:]} = {poly[1:]} * z + Lg{k + 1}"))
     out += [(f"mul.rn.f64      {poly}, {poly}, {z};", f"{poly[1:]} = R = z (Lg1 + z (Lg2 + ...))"),

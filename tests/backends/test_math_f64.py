@@ -112,6 +112,46 @@ def test_float64_softmax_on_cuda_matches_numpy(driver, rng):
     assert ll.softmax(ll.zeros(0, 3, dtype=ll.float64, device="cuda"), 1).shape == (0, 3)
 
 
+def _pow_module():
+    spec = importlib.util.spec_from_file_location("gen_pow_f64_ptx", ROOT / "tools" / "gen_pow_f64_ptx.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    return gen
+
+
+def test_float64_pow_within_its_ulp_bound(driver, rng):
+    n = 300
+    x = np.concatenate([np.exp(rng.uniform(-30, 30, n)), 1 + rng.uniform(-1e-3, 1e-3, n), -np.exp(rng.uniform(-5, 5, n)),
+                        np.exp2(rng.uniform(-1074, 1023, n))])
+    y = np.concatenate([rng.uniform(-40, 40, n), rng.uniform(-744, 709, n) / np.log(x[n:2 * n]),
+                        rng.integers(-60, 60, n).astype(np.float64), rng.uniform(-1.2, 1.2, n)])
+    got = ll.pow(ll.tensor(x, device="cuda"), ll.tensor(y, device="cuda")).numpy()
+    with np.errstate(all="ignore"):
+        want = np.power(x.astype(np.longdouble), y.astype(np.longdouble)).astype(np.float64)
+    err = ulp_errors(got, want)
+    worst = int(np.argmax(err))
+    assert err[worst] <= _pow_module().MAX_ULP + 1 + SLACK, (x[worst], y[worst], got[worst], want[worst])
+
+
+def test_float64_pow_special_cases_are_c99s(driver):
+    """numpy.power's (C99's) answers, bit for bit, sign of zero included, on a grid of bases
+    and exponents: zeros, infinities, NaN, +-1, negative bases with integer and other exponents."""
+    bases = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, -8.0, 5e-324, -1e-310, 1e308]
+    exps = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 0.5, -0.5, np.inf, -np.inf, np.nan, 1 / 3, 1e300, -1e300,
+            2.0 ** 53 + 2, 2.0 ** 52 + 1, 1075.0, -1075.0]
+    x, y = (a.ravel() for a in np.meshgrid(np.array(bases), np.array(exps)))
+    with np.errstate(all="ignore"):
+        want = np.power(x, y)
+    got = (ll.tensor(x, device="cuda") ** ll.tensor(y, device="cuda")).numpy()
+    exact = np.isin(y, [0.0, 1.0, -1.0, 2.0, -2.0, np.inf, -np.inf, np.nan]) | ~np.isfinite(x) | (x == 0) | \
+        np.isin(np.abs(x), [1.0]) | np.isnan(want) | (want == 0) | np.isinf(want)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[exact], want[exact])
+    number = ~np.isnan(want)
+    np.testing.assert_array_equal(np.signbit(got[number]), np.signbit(want[number]))
+    assert (ulp_errors(got, want) <= 1).all()
+
+
 def test_float16_pow_on_cuda_rounds_the_float32_power(driver, rng):
     base = np.concatenate([rng.uniform(-4, 4, 64), [0, -0.0, 1, -1, np.inf, -np.inf, np.nan, 2]]).astype(np.float16)
     expo = np.concatenate([rng.integers(-3, 4, 64), [-1, 3, np.nan, np.inf, 0.5, 3, 0, 0.5]]).astype(np.float16)

@@ -26,8 +26,7 @@ NUMPY = {ll.float32: np.float32, ll.float64: np.float64, ll.float16: np.float16,
 # The dtypes the property tests draw, per op family and device. Both backends now compute the
 # same dtypes: the element-wise arithmetic (+ - * maximum minimum neg relu abs) for every
 # number dtype (bfloat16 too, drawn by test_properties_dtypes.py, which makes its values),
-# the float ops (/ exp sqrt and the math ops, reductions, softmax) for the floats. The one
-# gap on CUDA: float64 pow (refused by name; see README, dtypes).
+# the float ops (/ exp sqrt pow and the math ops, reductions, softmax) for the floats.
 ELEMENTWISE_DTYPES = {"cpu": [ll.float32, ll.float64, ll.float16, ll.int32, ll.int64],
                       "cuda": [ll.float32, ll.float64, ll.float16, ll.int32, ll.int64]}
 FLOATS = {"cpu": [ll.float32, ll.float64], "cuda": [ll.float32, ll.float64]}

@@ -122,8 +122,9 @@ def _register() -> None:
         register_kernel(op, CUDA, _unary_kernel(op, op, "elementwise"), dtypes=[dt.bfloat16], name=f"{op}_bf16")
     for op in MATH_F64:
         register_kernel(op, CUDA, _unary_kernel(op, op, "math"), dtypes=[dt.float64], name=f"{op}_f64")
-    pow_f32 = _pow_kernel()
+    pow_f32 = _pow_kernel("f32")
     register_kernel("pow", CUDA, pow_f32, dtypes=[dt.float32], name="pow")
+    register_kernel("pow", CUDA, _pow_kernel("f64"), dtypes=[dt.float64], name="pow_f64")
     register_kernel("pow", CUDA, _pow_in_float32(pow_f32), dtypes=[dt.float16, dt.bfloat16], name="pow_in_float32")
 
 
@@ -134,14 +135,15 @@ def _pow_in_float32(pow_f32):
     return kernel
 
 
-def _pow_kernel():
-    """x ** y for float32 (ptx/pow_f32.ptx: 2^(y log2|x|) with C's special cases)."""
+def _pow_kernel(sfx: str):
+    """x ** y for float32 (ptx/pow_f32.ptx: 2^(y log2|x|) with C's special cases) or float64
+    (ptx/pow_f64.ptx: e^(y ln|x|) in double-double, the same special cases)."""
     plans = Plans()
 
     def kernel(x: Tensor, y: Tensor) -> Tensor:
         key = (x.shape, x.strides, y.shape, y.strides)
-        p = plans.get(key) or plans.add(key, _Plan(broadcast_shapes("pow", x.shape, y.shape), (x, y), "pow_f32",
-                                                   "pow_f32"))
+        p = plans.get(key) or plans.add(key, _Plan(broadcast_shapes("pow", x.shape, y.shape), (x, y), f"pow_{sfx}",
+                                                   f"pow_{sfx}"))
         out = new_contiguous(p.shape, p.strides, x.dtype, x.device)
         if p.kernel is not None:
             x2 = x if p.ready[0] else materialize(x, p.shape)
