@@ -177,3 +177,18 @@ def test_write_errors(device):
     before = t.storage.version
     t[0, 0] = 1.0
     assert t.storage.version == before + 1 and t[0].storage.version == t.storage.version
+
+
+def test_bool_item_assignment_copy_fill_and_cat(device):
+    want = np.zeros((3, 4), bool)
+    m = ll.zeros(3, 4, dtype=ll.bool, device=device)
+    m[1:, ::2] = True
+    want[1:, ::2] = True
+    m.T[0].copy_(ll.tensor([True, False, True], device=device))
+    want.T[0] = [True, False, True]
+    np.testing.assert_array_equal(m.numpy(), want)
+    np.testing.assert_array_equal(ll.cat([m, m[:1]]).numpy(), np.concatenate([want, want[:1]]))
+    m[0] = m[2]
+    want[0] = want[2]
+    np.testing.assert_array_equal(m.numpy(), want)
+    assert m.fill_(True).numpy().all()

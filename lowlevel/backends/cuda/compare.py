@@ -19,7 +19,7 @@ from .launch import BLOCK, grid_for, launch, suffix
 from .layout import MAX_DIMS, cast, materialize
 
 _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
-_STORE_KERNEL = {2: "strided_store_b16", 4: "strided_store_b32", 8: "strided_store_b64"}
+_STORE_KERNEL = {1: "strided_store_b8", 2: "strided_store_b16", 4: "strided_store_b32", 8: "strided_store_b64"}
 
 
 # compared in a wider dtype, exactly: the halves as float32, bool as int32
@@ -77,7 +77,7 @@ def copy_(dst: Tensor, src: Tensor) -> Tensor:
     """Write src (of dst's dtype, broadcastable to dst's shape, not overlapping dst) into the
     view dst: src is made contiguous in dst's shape, then scattered by strided_store."""
     if dst.dtype.itemsize not in _STORE_KERNEL:
-        raise NotImplementedError(f"copy_ on CUDA writes 2, 4 and 8-byte elements, not {dst.dtype.name}")
+        raise NotImplementedError(f"copy_ on CUDA writes 1, 2, 4 and 8-byte elements, not {dst.dtype.name}")
     n = dst.numel()
     if n:
         layout, _ = view_layout(dst)
