@@ -69,6 +69,9 @@ def add(a, b) -> Tensor:
 
 
 def sub(a, b) -> Tensor:
+    if builtins.any(isinstance(t, Tensor) and t.dtype.name == "bool" for t in (a, b)):
+        raise TypeError("sub: - on bool tensors is not supported (as in PyTorch); to invert a mask use "
+                        "ll.eq(mask, False)")
     return _binary("sub", a, b)
 
 
@@ -153,6 +156,9 @@ def _unary(op: str, x, floats_only: bool = False) -> Tensor:
 
 
 def neg(x) -> Tensor:
+    if isinstance(x, Tensor) and x.dtype.name == "bool":
+        raise TypeError("neg: - on a bool tensor is not supported (as in PyTorch); to invert a mask use "
+                        "ll.eq(mask, False)")
     return _unary("neg", x)
 
 
@@ -183,6 +189,8 @@ def _reduction(op: str, x, dim, keepdim: bool) -> Tensor:
 
 
 def sum(x, dim=None, keepdim=False) -> Tensor:       # noqa: A001 - the op's name
+    if isinstance(x, Tensor) and x.dtype.name == "bool":
+        x = x.to("int64")           # a count of the true elements, int64 as in PyTorch and numpy
     return _reduction("sum", x, dim, keepdim)
 
 
@@ -284,6 +292,8 @@ def min(x, dim=None, keepdim=False) -> Tensor:      # noqa: A001
         # -x wraps at the most negative integer (min([-2^31, 0]) would be 0): -1 - x is an
         # order-reversing map of the integers onto themselves that never overflows
         return sub(-1, max(sub(-1, x), dim, keepdim))
+    if x.dtype.name == "bool":          # not max(not x): -x is refused for bool, as in PyTorch
+        return eq(max(eq(x, False), dim, keepdim), False)
     return neg(max(neg(x), dim, keepdim))
 
 

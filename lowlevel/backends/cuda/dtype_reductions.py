@@ -6,6 +6,8 @@
     float16, bfloat16       sum, mean, max and softmax in float32: the tensor is widened on
                             the device (exact), float32's kernels run, and the float32
                             result is rounded once to the tensor's dtype at the end
+    bool                    max as int32 (0 / 1), cast back (sum of bool counts in int64:
+                            the frontend casts first)
     argmax, argmin          the int64 index of the first largest / smallest value of each
                             row, a NaN counting as both (ptx/argreduce.ptx) for float32,
                             float64, int32 and int64; float16, bfloat16 (widened) and bool
@@ -101,6 +103,12 @@ def _register() -> None:
         register_kernel(op, CUDA, _in_float32(fn), dtypes=_HALVES, name=f"{op}_in_float32")
     for kind in ("max", "min"):
         register_kernel(f"arg{kind}", CUDA, _arg_kernel(kind), dtypes=dt.ALL, name=f"arg{kind}")
+    register_kernel("max", CUDA, _bool_max, dtypes=[dt.bool_], name="max_as_int32")
+
+
+def _bool_max(x: Tensor, dim, keepdim: bool) -> Tensor:
+    """max of bool (any): the int32 kernel on 0 / 1, cast back to bool (exact)."""
+    return cast(_native("max")(cast(x, dt.int32), dim, keepdim), dt.bool_)
 
 
 # argmax / argmin: the dtypes with a kernel, and how the others reach one (exactly)

@@ -122,10 +122,24 @@ def _register() -> None:
         register_kernel(op, CUDA, _unary_kernel(op, op, "elementwise"), dtypes=[dt.bfloat16], name=f"{op}_bf16")
     for op in MATH_F64:
         register_kernel(op, CUDA, _unary_kernel(op, op, "math"), dtypes=[dt.float64], name=f"{op}_f64")
+    for op in ("add", "mul", "maximum", "minimum"):
+        register_kernel(op, CUDA, _bool_as_int32(_binary_kernel(op, _BINARY[op])), dtypes=[dt.bool_],
+                        name=f"{op}_as_int32")
+    for op in ("relu", "abs"):
+        register_kernel(op, CUDA, _bool_as_int32(_unary_kernel(op, _UNARY[op])), dtypes=[dt.bool_],
+                        name=f"{op}_as_int32")
     pow_f32 = _pow_kernel("f32")
     register_kernel("pow", CUDA, pow_f32, dtypes=[dt.float32], name="pow")
     register_kernel("pow", CUDA, _pow_kernel("f64"), dtypes=[dt.float64], name="pow_f64")
     register_kernel("pow", CUDA, _pow_in_float32(pow_f32), dtypes=[dt.float16, dt.bfloat16], name="pow_in_float32")
+
+
+def _bool_as_int32(kernel_i32):
+    """bool + * maximum minimum relu abs as numpy and PyTorch give them (or, and, or, and,
+    identity, identity): the int32 kernel on 0 / 1, then != 0 back to bool."""
+    def kernel(*xs: Tensor) -> Tensor:
+        return cast(kernel_i32(*(cast(x, dt.int32) for x in xs)), dt.bool_)
+    return kernel
 
 
 def _pow_in_float32(pow_f32):
