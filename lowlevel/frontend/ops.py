@@ -136,7 +136,9 @@ def where(cond, a, b) -> Tensor:
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError("where: a or b must be a tensor")
     like = a if isinstance(a, Tensor) else b
-    a, b = (x if isinstance(x, Tensor) else from_numpy_values(np.array(x), like.dtype, like.device) for x in (a, b))
+    # a number becomes the 0-d constant of an op's number (no host copy: allowed in a graph capture)
+    a, b = (x if isinstance(x, Tensor) else scalar_tensor(x, like.dtype, like.device) if np.ndim(x) == 0
+            else from_numpy_values(np.array(x), like.dtype, like.device) for x in (a, b))
     _same_device_and_dtype("where", a, b)
     if cond.device != a.device:
         raise ValueError(f"where: cond is {_describe(cond)}, a is {_describe(a)}: different devices")

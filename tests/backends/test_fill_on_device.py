@@ -79,3 +79,28 @@ def test_backward_runs_inside_a_capture(driver, rng):
     grad.fill_(float("nan"))
     g.replay()
     np.testing.assert_allclose(grad.numpy(), new.sum(0), rtol=1e-5)
+
+
+def test_a_two_layer_backward_with_where_of_a_number_captures(driver, rng):
+    """matmul, relu, softmax, mean, where(cond, x, 0.0) (its number is a captured constant,
+    not a host copy) and their gradients, captured and replayed: the eager gradients."""
+    w1 = ll.tensor(rng.standard_normal((5, 8)).astype(np.float32), device="cuda", requires_grad=True)
+    w2 = ll.tensor(rng.standard_normal((8, 3)).astype(np.float32), device="cuda", requires_grad=True)
+    x = ll.tensor(rng.standard_normal((4, 5)).astype(np.float32), device="cuda")
+
+    def step():
+        h = (x @ w1).relu()
+        p = (h @ w2).softmax(1)
+        ((p * p).mean() + ll.where(h > 0.5, h, 0.0).sum() * 0.1).backward()
+
+    step()
+    want = [w1.grad.numpy().copy(), w2.grad.numpy().copy()]
+    w1.grad = w2.grad = None
+    with cuda.graph() as g:
+        step()
+    grads = [w1.grad, w2.grad]
+    for t in grads:
+        t.fill_(float("nan"))
+    g.replay()
+    for t, w in zip(grads, want):
+        np.testing.assert_allclose(t.numpy(), w, rtol=1e-5, atol=1e-7)
