@@ -451,12 +451,13 @@ def to(x: Tensor, target) -> Tensor:
 
 
 def copy_to_device(x: Tensor, device: Device) -> Tensor:
-    """Cross-device copies go through the host side explicitly: device -> host -> device."""
-    if x.device.type != "cpu" and device.type != "cpu":
+    """A copy to another device: between two CUDA devices device to device (the backend's
+    to_device, a peer copy); between two other backends through the host."""
+    if x.device.type != "cpu" and device.type != "cpu" and x.device.type != device.type:
         return copy_to_device(copy_to_device(x, Device("cpu")), device)
-    if x.device.type == "cpu":
-        # The target's backend is not among the argument's keys (x is on the CPU): name it,
-        # with Autograd above it when x requires grad (the copy is recorded like any op).
+    if x.device.type == "cpu" or x.device.type == device.type:
+        # The target's backend is not among the argument's keys when x is on the CPU: name
+        # it, with Autograd above it when x requires grad (the copy is recorded like any op).
         keys = [backend_for(device.type)] + ([Autograd] if x.requires_grad else [])
         return redispatch("to_device", KeySet(keys), x, device=device)
     return call("to_host", x)
