@@ -24,6 +24,8 @@ from .entry import CFunctions, NullOutput, write_out
 from .errors import EmuError, static_c_string
 from ..engine.faults import KernelFault
 from ..engine.memory import AccessFault
+from ..tools.timemodel import gemm_segment
+from .memory import modelled
 
 VERSION = 131000            # what cublasGetVersion reports: the cuBLAS 13.1 API
 
@@ -286,7 +288,20 @@ def _gemm(h, ta_op, tb_op, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, b
         # beta == 0: C is written, never read.
         result = product if beta == 0 else product + beta * c_in(c_view)
         c_view[...] = c_out(result)
+    if ctx.timeline is not None:
+        math = _gemm_math(c_dtype, a_dtype, tf32, label)
+        segment = gemm_segment(m, n, k, batch, math, np.dtype(a_dtype).itemsize, np.dtype(c_dtype).itemsize, beta != 0)
+        run = modelled(ctx, run, segment)
     ctx.submit(stream, run, f"cuBLAS {label}")
+
+
+def _gemm_math(c_dtype, a_dtype, tf32: bool, label: str) -> str:
+    """Which of the device's rates a GEMM runs at (timemodel.peak_flops)."""
+    if np.dtype(a_dtype).itemsize == 2:
+        return "fp16"                   # FP16 and BF16 inputs: the tensor cores
+    if np.dtype(c_dtype) == np.float64:
+        return "fp64"
+    return "tf32" if tf32 else "fp32"
 
 
 def _scalar(address: int, dtype) -> float:

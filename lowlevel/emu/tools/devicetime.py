@@ -147,7 +147,7 @@ class DeviceTimeline:
         return max([op.submit_ns + latency, *(a.end_ns for a in op.after)])
 
     def _first_start(self, op: Op, ready: int) -> int:
-        if not op.segments or op.segments[0].resource == "host":
+        if _resource(op) is None:
             return ready
         seg = op.segments[0]
         return self.resources[seg.resource].earliest(ready, int(seg.seconds * 1e9), seg.share)
@@ -160,11 +160,16 @@ class DeviceTimeline:
                 return
             first = min(candidates, key=lambda op: (ready[id(op)], op.seq))
             start = self._first_start(first, ready[id(first)])
-            kind = first.segments[0].resource if first.segments else None
-            # a higher-priority op ready by then, for the same resource, goes first
+            kind = _resource(first)
+            # Ops that need no resource (event records, waits, host functions) and are ready
+            # by then come first: what follows them may be a rival for the resource.
+            free = [op for op in candidates if _resource(op) is None and ready[id(op)] <= start]
+            # else a higher-priority op ready by then, for the same resource, goes first
             rivals = [op for op in candidates if ready[id(op)] <= start and op.priority < first.priority
-                      and op.segments and op.segments[0].resource == kind]
-            if rivals:
+                      and _resource(op) == kind]
+            if free:
+                first = min(free, key=lambda op: (ready[id(op)], op.seq))
+            elif rivals:
                 first = min(rivals, key=lambda op: (op.priority, ready[id(op)], op.seq))
             self._place(first, ready[id(first)])
             self.waiting.remove(first)
@@ -188,6 +193,13 @@ class DeviceTimeline:
         op.start_ns = t if op.start_ns is None else op.start_ns
         op.end_ns = t
         op.after = []                   # placed: the ops it followed are no longer needed
+
+
+def _resource(op: Op) -> str | None:
+    """The resource `op` needs first (None: none, it only takes time on its stream)."""
+    if not op.segments or op.segments[0].resource == "host":
+        return None
+    return op.segments[0].resource
 
 
 def timeline_from_env() -> DeviceTimeline | None:

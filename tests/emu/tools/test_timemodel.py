@@ -154,6 +154,17 @@ def test_the_higher_priority_kernel_goes_first_when_both_wait_for_the_sms():
     assert high.start_ns == gate.end_ns and high.end_ns <= low.start_ns
 
 
+def test_priority_holds_behind_event_records_of_each_stream():
+    tl = devicetime.DeviceTimeline()
+    gate = _op(tl, [Segment("host", 1e-3)])
+    low_mark = _op(tl, [], after=[gate], priority=0)                 # queued in this order
+    low = _op(tl, [Segment("sm", 100 * US, 1.0)], after=[low_mark], priority=0)
+    high_mark = _op(tl, [], after=[gate], priority=-5)
+    high = _op(tl, [Segment("sm", 100 * US, 1.0)], after=[high_mark], priority=-5)
+    tl.times(low)
+    assert high.end_ns <= low.start_ns
+
+
 def test_graph_nodes_run_one_after_another():
     tl = devicetime.DeviceTimeline()
     replay = _op(tl, [Segment("sm", 10 * US, 1.0)] * 3)
