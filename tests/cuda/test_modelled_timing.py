@@ -232,3 +232,37 @@ def test_timing_says_what_device_times_are(driver):
     else:
         assert driver.timing == "emulator CPU time"          # without LOWLEVEL_EMU_TIMING
         assert cuda.driver_info()["timing"] == driver.timing
+
+
+def test_the_legacy_stream_waits_for_blocking_streams_only(modelled):
+    f, n = scale_kernel(), 1024
+    x = cuda.mem_alloc(4 * n)
+    blocking, free = cuda.Stream(), cuda.Stream(non_blocking=True)
+    begin = cuda.Event().record(blocking)
+    blocking.add_callback(lambda: time.sleep(GATE_S))
+    launch(f, x, n, None)                                   # the legacy stream: after the sleep
+    after_legacy = cuda.Event().record(None)
+    launch(f, x, n, free)                                   # a non-blocking stream: at once
+    after_free = cuda.Event().record(free)
+    cuda.synchronize()
+    assert begin.elapsed_ms(after_legacy) >= GATE_S * 1e3 * 0.95
+    assert begin.elapsed_ms(after_free) < GATE_S * 1e3 * 0.95
+
+
+def test_a_graph_replay_runs_its_nodes_one_after_another(modelled):
+    f, n = scale_kernel(), 1 << 17
+    x = cuda.mem_alloc(4 * n)
+    s = cuda.Stream(non_blocking=True)
+    with cuda.capture(s) as graph:
+        for _ in range(3):
+            launch(f, x, n, s)
+    replay = graph.instantiate()
+    opened = gate()
+    s.wait(opened)
+    ev = span(opened, s, lambda: replay.launch(s))
+    cuda.synchronize()
+    t0, t1 = times(opened, ev)
+    minimum = 3 * H200.kernel_min_s * 1e3
+    assert t1 - t0 >= minimum / FACTOR
+    if modelled.kind == "emu":
+        assert t1 - t0 == pytest.approx(minimum + 2 * H200.graph_node_s * 1e3, abs=1e-3)

@@ -24,7 +24,7 @@ from .entry import CFunctions, NullOutput, write_out
 from .errors import EmuError, static_c_string
 from ..engine.faults import KernelFault
 from ..engine.memory import AccessFault
-from ..tools.timemodel import gemm_segment
+from ..tools.timemodel import gemm_segment, streaming_segment
 from .memory import modelled
 
 VERSION = 131000            # what cublasGetVersion reports: the cuBLAS 13.1 API
@@ -415,7 +415,7 @@ def cublasSaxpy_v2(h, n, alpha, x, incx, y, incy):
     def run():
         yv = Y.view(memory)
         yv[...] = (np.float64(a) * X.view(memory) + yv).astype(np.float32)
-    ctx.submit(ctx.stream(state.stream), run, "cuBLAS Saxpy")
+    ctx.submit(ctx.stream(state.stream), modelled(ctx, run, streaming_segment(12 * n, "saxpy")), "cuBLAS Saxpy")
 
 
 @api
@@ -435,6 +435,7 @@ def cublasSdot_v2(h, n, x, incx, y, incy, result):
         box["dot"] = np.float32(np.dot(X.view(memory).ravel().astype(np.float64),
                                        Y.view(memory).ravel().astype(np.float64)))
     # Host pointer mode: the call returns only once the result is in host memory.
+    run = modelled(ctx, run, streaming_segment(8 * n, "sdot"))
     ctx.submit(ctx.stream(state.stream), run, "cuBLAS Sdot").done.wait()
     current()
     ctypes.c_float.from_address(result).value = float(box["dot"])
@@ -461,4 +462,5 @@ def cublasSgemv_v2(h, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
         yv = Y.view(memory)
         product = al * ((av.T if t else av) @ xv)
         yv[...] = (product if be == 0 else product + be * yv.ravel()).astype(np.float32)
+    run = modelled(ctx, run, streaming_segment(4 * (m * n + 2 * (m + n)), "sgemv"))
     ctx.submit(ctx.stream(state.stream), run, "cuBLAS Sgemv")

@@ -109,7 +109,7 @@ class DeviceTimeline:
     def __init__(self, figures: DeviceFigures = H200):
         self.figures = figures
         self.lock = threading.Lock()          # stream workers complete ops concurrently
-        self.resources = {name: Resource() for name in ("sm", "h2d", "d2h")}
+        self.resources = {name: Resource() for name in ("sm", "h2d", "d2h", "peer")}
         self.waiting: list[Op] = []           # completed, not placed yet
         self._seq = itertools.count()
 

@@ -40,6 +40,7 @@ class DeviceFigures:
     l2_bytes: int = 50 * 2**20               # documented; not modelled (every byte goes to HBM)
     resident_warps_per_sm: int = 64
     saturating_warps_per_sm: int = 16        # ESTIMATE: warps per SM to hide latency (full rate)
+    nvlink_bytes_per_s: float = 450e9        # NVLink 4: 900 GB/s both directions (peer copies)
     pcie_pinned_bytes_per_s: float = 55e9    # ESTIMATE, effective, per direction
     pcie_pageable_bytes_per_s: float = 24e9  # ESTIMATE: staged through a pinned buffer
     compute_efficiency: float = 0.80         # ESTIMATE: of peak, for kernels and cuBLAS FP32

@@ -37,7 +37,7 @@ from .h200 import H200, DeviceFigures
 
 @dataclass(frozen=True)
 class Segment:
-    resource: str          # "sm", "h2d", "d2h" (copy engines), "host"
+    resource: str          # "sm", "h2d", "d2h", "peer" (copy engines), "host"
     seconds: float
     share: float = 1.0     # of the resource (SM shares add up to 1)
     what: str = ""
@@ -78,6 +78,17 @@ def copy_segment(kind: str, nbytes: int, pinned: bool, dev: DeviceFigures = H200
     engine = {"HtoD": "h2d", "DtoH": "d2h"}[kind]
     what = f"memcpy{kind} ({'pinned' if pinned else 'pageable'})"
     return Segment(engine, nbytes / rate + dev.copy_overhead_s, 1.0, what)
+
+
+def peer_segment(nbytes: int, dev: DeviceFigures = H200) -> Segment:
+    """A copy between two devices' memories, over NVLink, by its own copy engine."""
+    return Segment("peer", nbytes / dev.nvlink_bytes_per_s + dev.copy_overhead_s, 1.0, "memcpyPeer")
+
+
+def streaming_segment(nbytes: int, what: str, dev: DeviceFigures = H200) -> Segment:
+    """A kernel that streams `nbytes` through HBM and little else (cuBLAS level 1 and 2)."""
+    s = nbytes / (dev.hbm_bytes_per_s * dev.hbm_efficiency) + dev.kernel_overhead_s
+    return Segment("sm", max(s, dev.kernel_min_s), 1.0, what)
 
 
 def memset_segment(nbytes: int, dev: DeviceFigures = H200) -> Segment:
@@ -226,4 +237,5 @@ class KernelTime(Tool):
 
 
 __all__ = ["KernelTime", "Mix", "Segment", "begin", "copy_segment", "end", "gemm_segment", "host_segment",
-           "instruction_mix", "kernel_segment", "memset_segment", "note", "peak_flops", "running", "timed_host"]
+           "instruction_mix", "kernel_segment", "memset_segment", "note", "peak_flops", "peer_segment", "running",
+           "streaming_segment", "timed_host"]
