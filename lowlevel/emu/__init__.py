@@ -5,7 +5,8 @@
     ptx/      the front end: lexer, parser, IR; knows nothing of execution
     isa/      one module per instruction family, each registering into isa/registry.py
     engine/   decode (PTX -> Python basic blocks), the scheduler, memory spaces, faults
-    tools/    racecheck, instruction counters, printf output: observers of a launch
+    tools/    racecheck, instruction counters, printf output: observers of a launch; the H200
+              time model (LOWLEVEL_EMU_TIMING=model) and its timeline
 
 Modules import each other in no cycle: driver -> engine -> isa -> ptx (the families' runtime
 helpers also raise engine/faults.py's KernelFault and read engine/memory.py, two leaf

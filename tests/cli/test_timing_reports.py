@@ -1,6 +1,7 @@
 """What reports device times says what they are: measured, the emulator's, or modelled
 (LOWLEVEL_EMU_TIMING=model, read as each context is made: a fresh process per case)."""
 import os
+import re
 import subprocess
 import sys
 
@@ -34,3 +35,14 @@ def test_an_unknown_timing_is_refused_by_name():
     out = run("-c", "from lowlevel import cuda; cuda.mem_alloc(16)", timing="fast")
     assert out.returncode != 0
     assert "CUDA_ERROR_INVALID_VALUE" in out.stderr and "LOWLEVEL_EMU_TIMING='fast'" in out.stderr
+
+
+def test_the_readme_time_model_example_runs_verbatim():
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    section = readme[readme.index("### The H200 time model"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    out = run("-c", code, timing=None)
+    assert out.returncode == 0, out.stderr
+    timing, ms = out.stdout.split("\n")[:2]
+    assert timing == MODELLED
+    assert (16 << 20) / 55e9 * 1e3 <= float(ms) < 100        # the copy alone: 0.3 ms at 55 GB/s

@@ -81,24 +81,28 @@ class Resource:
     def __init__(self):
         self.intervals: list[tuple[int, int, float]] = []
 
-    def usage(self, t0: int, t1: int) -> float:
-        """The most of the resource in use at any time in [t0, t1)."""
-        overlapping = [(s, e, sh) for s, e, sh in self.intervals if s < t1 and e > t0]
-        points = [t0, *(s for s, _, _ in overlapping if s > t0)]
-        return max((sum(sh for s, e, sh in overlapping if s <= p < e) for p in points), default=0.0)
-
     def earliest(self, ready: int, duration: int, share: float) -> int:
         """The first time >= ready when `share` of the resource is free for `duration`."""
-        for t in sorted({ready, *(e for _, e, _ in self.intervals if e > ready)}):
-            if self.usage(t, t + max(duration, 1)) + share <= 1.0 + 1e-9:
+        live = [iv for iv in self.intervals if iv[1] > ready]       # what ended before is no matter
+        if share + sum(sh for _, _, sh in live) <= 1.0 + 1e-9:
+            return ready
+        for t in sorted({ready, *(e for _, e, _ in live)}):
+            if _usage(live, t, t + max(duration, 1)) + share <= 1.0 + 1e-9:
                 return t
-        return max([ready, *(e for _, e, _ in self.intervals)])
+        return max(e for _, e, _ in live)
 
     def add(self, start: int, end: int, share: float) -> None:
         self.intervals.append((start, end, share))
         if len(self.intervals) > _RESOURCE_HISTORY:
             self.intervals.sort(key=lambda iv: iv[1])
             del self.intervals[: len(self.intervals) - _RESOURCE_HISTORY]
+
+
+def _usage(intervals, t0: int, t1: int) -> float:
+    """The most of a resource that `intervals` use at any time in [t0, t1)."""
+    overlapping = [(s, e, sh) for s, e, sh in intervals if s < t1 and e > t0]
+    points = [t0, *(s for s, _, _ in overlapping if s > t0)]
+    return max((sum(sh for s, e, sh in overlapping if s <= p < e) for p in points), default=0.0)
 
 
 class DeviceTimeline:
