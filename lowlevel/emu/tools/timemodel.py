@@ -19,10 +19,9 @@ A duration is a Segment: seconds on one resource, using a share of it.
               (2N bytes of HBM traffic); memsets write N bytes.
     host      a host function (cuLaunchHostFunc): the real time it took.
 
-Counting a kernel's instructions by class: the engine counts thread-instructions only (in
-total); the mix of classes and the global bytes per instruction come from the kernel's PTX,
-each static instruction weighted equally (an approximation: a loop's body weighs as much
-as the prologue; cheap, and it leaves the engine alone).
+Counting a kernel's instructions by class: the engine counts, per basic block, the lanes
+that executed it (LaunchStats.block_lanes); each block's classes and global bytes come from
+its PTX, once per kernel. Bytes are counted per thread (as if coalesced, with no reuse).
 """
 from __future__ import annotations
 
@@ -148,8 +147,8 @@ _SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
 
 @dataclass
 class Mix:
-    """Per static instruction of a kernel, on average: operations of each pipe, tensor
-    FLOPs per thread, global bytes per thread."""
+    """Thread-operations of each pipe, tensor FLOPs and global bytes: of one thread running
+    some instructions once (instruction_mix), or of a whole launch (executed_mix)."""
     fp32: float = 0.0
     fp64: float = 0.0
     integer: float = 0.0
@@ -169,10 +168,13 @@ def _vector(mods) -> int:
     return next((int(m[1:]) for m in mods if m in ("v2", "v4", "v8")), 1)
 
 
+_FIELDS = ("fp32", "fp64", "integer", "sfu", "tensor_flops", "global_bytes")
+
+
 def instruction_mix(instructions) -> Mix:
-    """The average class of `instructions` (PTX Instruction objects: opcode, mods)."""
+    """What one thread running `instructions` (PTX Instruction objects: opcode, mods) once
+    does."""
     mix = Mix()
-    n = max(1, len(instructions))
     for ins in instructions:
         op, mods = ins.opcode, ins.mods
         if op in ("mma", "wmma", "wgmma"):
@@ -185,31 +187,42 @@ def instruction_mix(instructions) -> Mix:
             mix.global_bytes += _type_bytes(mods) * _vector(mods)
         elif op in _SFU or "approx" in mods and op in ("div",):
             mix.sfu += 1
+        elif op == "mov":               # a move of any type: no floating-point work
+            mix.integer += 1
         elif "f64" in mods:
             mix.fp64 += 1
         elif {"f32", "f16", "bf16", "f16x2", "bf16x2"} & set(mods):
             mix.fp32 += 1
         else:
             mix.integer += 1
-    for name in ("fp32", "fp64", "integer", "sfu", "tensor_flops", "global_bytes"):
-        setattr(mix, name, getattr(mix, name) / n)
     return mix
+
+
+def executed_mix(block_mixes: list, block_lanes: list) -> Mix:
+    """A launch's totals: each block's mix (one thread, once) times the lanes that ran it."""
+    total = Mix()
+    for mix, lanes in zip(block_mixes, block_lanes):
+        if lanes:
+            for name in _FIELDS:
+                setattr(total, name, getattr(total, name) + getattr(mix, name) * lanes)
+    return total
 
 
 def kernel_segment(mix: Mix, thread_instructions: int, threads: int, threads_per_cta: int,
                    dev: DeviceFigures = H200) -> Segment:
-    """A kernel that executed `thread_instructions` of `mix` over `threads` threads."""
+    """A kernel that executed `thread_instructions`, `mix` their totals by class, over
+    `threads` threads."""
     warps = -(-threads // threads_per_cta) * -(-threads_per_cta // 32)
     share = min(1.0, warps / (dev.sms * dev.saturating_warps_per_sm))
     per_pipe = dev.sms * dev.clock_hz * dev.compute_efficiency * share
     ti = float(thread_instructions)
     compute = max(ti / (dev.issue_lanes * per_pipe),
-                  ti * mix.fp32 / (dev.fp32_lanes * per_pipe),
-                  ti * mix.fp64 / (dev.fp64_lanes * per_pipe),
-                  ti * mix.integer / (dev.int_lanes * per_pipe),
-                  ti * mix.sfu / (dev.sfu_lanes * per_pipe),
-                  ti * mix.tensor_flops / (dev.tensor_fp16_flops * dev.tensor_efficiency * share))
-    memory = ti * mix.global_bytes / (dev.hbm_bytes_per_s * dev.hbm_efficiency * share)
+                  mix.fp32 / (dev.fp32_lanes * per_pipe),
+                  mix.fp64 / (dev.fp64_lanes * per_pipe),
+                  mix.integer / (dev.int_lanes * per_pipe),
+                  mix.sfu / (dev.sfu_lanes * per_pipe),
+                  mix.tensor_flops / (dev.tensor_fp16_flops * dev.tensor_efficiency * share))
+    memory = mix.global_bytes / (dev.hbm_bytes_per_s * dev.hbm_efficiency * share)
     seconds = max(max(compute, memory) + dev.kernel_overhead_s, dev.kernel_min_s)
     return Segment("sm", seconds, share, "kernel")
 
@@ -228,14 +241,15 @@ class KernelTime(Tool):
         stats.cpu_s = time.thread_time() - self.cpu0
         if not running():
             return
-        mix = getattr(self.ck, "time_mix", None)
-        if mix is None:
-            mix = self.ck.time_mix = instruction_mix([i for b in self.ck.blocks for i in b.instructions])
+        mixes = getattr(self.ck, "time_mixes", None)           # once per kernel
+        if mixes is None:
+            mixes = self.ck.time_mixes = [instruction_mix(b.instructions) for b in self.ck.blocks]
+        mix = executed_mix(mixes, stats.block_lanes)
         segment = kernel_segment(mix, stats.thread_instructions, stats.threads, self.threads_per_cta)
         stats.modelled_us = segment.seconds * 1e6
         note(Segment("sm", segment.seconds, segment.share, f"kernel {self.ck.kernel.name}"))
 
 
-__all__ = ["KernelTime", "Mix", "Segment", "begin", "copy_segment", "end", "gemm_segment", "host_segment",
+__all__ = ["KernelTime", "Mix", "Segment", "begin", "copy_segment", "end", "executed_mix", "gemm_segment", "host_segment",
            "instruction_mix", "kernel_segment", "memset_segment", "note", "peak_flops", "peer_segment", "running",
            "streaming_segment", "timed_host"]

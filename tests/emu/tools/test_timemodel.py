@@ -1,7 +1,9 @@
 """The H200 time model's figures against NVIDIA's published H200 SXM numbers, and its
 timeline (resources, dependencies, priorities) on made-up operations. The driver-level
 behaviour (events report modelled times) is in tests/cuda/test_modelled_timing.py."""
+import numpy as np
 import pytest
+from helpers.emu_engine import HEADER, Buf, launch
 
 from lowlevel.emu.engine.decode import load_ptx
 from lowlevel.emu.tools import devicetime, timemodel
@@ -68,32 +70,62 @@ SCALE_PTX = r"""
 
 
 def _mix(ptx: str):
+    """What one thread of the (branch-free) kernel does, and its instruction count."""
     ck = load_ptx(ptx).kernels["scale"].compiled
-    return timemodel.instruction_mix([i for b in ck.blocks for i in b.instructions]), ck
+    instructions = [i for b in ck.blocks for i in b.instructions]
+    return timemodel.instruction_mix(instructions), len(instructions)
 
 
 def test_instruction_mix_counts_global_bytes_and_fp32():
-    mix, ck = _mix(SCALE_PTX)
-    n = sum(len(b.instructions) for b in ck.blocks)
-    assert mix.global_bytes == pytest.approx(8 / n)          # one 4-byte load, one 4-byte store
-    assert mix.fp32 == pytest.approx(1 / n)                  # the mul.f32
-    assert mix.tensor_flops == 0
+    mix, _ = _mix(SCALE_PTX)
+    assert mix.global_bytes == 8                              # one 4-byte load, one 4-byte store
+    assert mix.fp32 == 1                                      # the mul.f32
+    assert mix.tensor_flops == 0 and mix.fp64 == 0
 
 
 def test_a_large_streaming_kernel_is_memory_bound_at_hbm_bandwidth():
-    mix, ck = _mix(SCALE_PTX)
-    n_ins = sum(len(b.instructions) for b in ck.blocks)
+    mix, n_ins = _mix(SCALE_PTX)
     threads = 1 << 26
-    seg = timemodel.kernel_segment(mix, threads * n_ins, threads, 256)
+    seg = timemodel.kernel_segment(timemodel.executed_mix([mix], [threads]), threads * n_ins, threads, 256)
     assert seg.share == 1.0
     assert 8 * threads / seg.seconds == pytest.approx(H200.hbm_efficiency * HBM, rel=0.02)
 
 
 def test_a_tiny_kernel_takes_the_minimum_and_a_small_share_of_the_sms():
-    mix, ck = _mix(SCALE_PTX)
-    seg = timemodel.kernel_segment(mix, 32 * 8, 32, 32)
+    mix, n_ins = _mix(SCALE_PTX)
+    seg = timemodel.kernel_segment(timemodel.executed_mix([mix], [32]), 32 * n_ins, 32, 32)
     assert seg.seconds == H200.kernel_min_s
     assert seg.share == pytest.approx(1 / (H200.sms * H200.saturating_warps_per_sm))
+
+
+LOOP_PTX = HEADER + r"""
+.visible .entry sum_loop(.param .u64 x, .param .u64 out, .param .u32 n) {
+  .reg .u32 %r<4>; .reg .u64 %rd<5>; .reg .f32 %f<3>; .reg .pred %p;
+  ld.param.u64 %rd1, [x]; ld.param.u64 %rd4, [out]; ld.param.u32 %r1, [n];
+  mov.u32 %r2, 0; mov.f32 %f1, 0f00000000;
+LOOP:
+  mul.wide.u32 %rd2, %r2, 4; add.u64 %rd3, %rd1, %rd2;
+  ld.global.f32 %f2, [%rd3]; add.f32 %f1, %f1, %f2;
+  add.u32 %r2, %r2, 1; setp.lt.u32 %p, %r2, %r1; @%p bra LOOP;
+  mov.u32 %r3, %tid.x; mul.wide.u32 %rd2, %r3, 4; add.u64 %rd4, %rd4, %rd2;
+  st.global.f32 [%rd4], %f1;
+  ret;
+}
+"""
+
+
+def test_a_loop_counts_as_often_as_it_runs(mem, rng):
+    n, threads = 50, 64
+    x = Buf(mem, rng.standard_normal(n).astype(np.float32))
+    out = Buf(mem, n=threads, dtype=np.float32)
+    mod = load_ptx(LOOP_PTX)
+    stats = launch(mod, "sum_loop", 1, threads, x, out, n, mem=mem)
+    np.testing.assert_allclose(out.read(), np.full(threads, x.read().sum()), rtol=1e-5)
+    ck = mod.kernels["sum_loop"].compiled
+    mix = timemodel.executed_mix([timemodel.instruction_mix(b.instructions) for b in ck.blocks], stats.block_lanes)
+    assert mix.global_bytes == threads * (4 * n + 4)         # n loads of 4 bytes, one store
+    assert mix.fp32 == threads * n                           # the add.f32 of each iteration
+    assert sum(stats.block_lanes[b.index] * b.n_instructions for b in ck.blocks) == stats.thread_instructions
 
 
 # ---- the timeline ----------------------------------------------------------------------------
