@@ -57,9 +57,11 @@ def mode_from_env() -> str:
 class Op:
     """One work item of a stream, as the model sees it."""
 
-    __slots__ = ("seq", "label", "priority", "submit_ns", "after", "segments", "completed", "start_ns", "end_ns")
+    __slots__ = ("timeline", "seq", "label", "priority", "submit_ns", "after", "segments", "completed", "start_ns",
+                 "end_ns")
 
-    def __init__(self, seq: int, label: str, priority: int, after: list):
+    def __init__(self, timeline, seq: int, label: str, priority: int, after: list):
+        self.timeline = timeline
         self.seq = seq
         self.label = label
         self.priority = priority
@@ -118,8 +120,10 @@ class DeviceTimeline:
         self._seq = itertools.count()
 
     def new_op(self, label: str, priority: int, after) -> Op:
-        """An op submitted now (by the host thread), following the ops `after` (None: none)."""
-        return Op(next(self._seq), label, priority, [a for a in after if a is not None])
+        """An op submitted now (by the host thread), following the ops `after` (None: none).
+        Ops of another device's timeline are left out (a synchronous peer copy waits for
+        the other device's work in the emulator, not in the model)."""
+        return Op(self, next(self._seq), label, priority, [a for a in after if a is not None and a.timeline is self])
 
     def completed(self, op: Op) -> None:
         """The emulator has run `op` (its segments are noted); called before its stream

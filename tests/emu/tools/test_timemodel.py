@@ -218,3 +218,10 @@ def test_timing_mode_from_the_environment(monkeypatch):
     monkeypatch.setenv(devicetime.ENV, "fast")
     with pytest.raises(ValueError, match="LOWLEVEL_EMU_TIMING='fast'"):
         devicetime.mode_from_env()
+
+
+def test_ops_of_another_device_are_not_waited_for_in_the_model():
+    mine, other = devicetime.DeviceTimeline(), devicetime.DeviceTimeline()
+    theirs = other.new_op("copy", 0, [])                 # never completed on its timeline
+    op = _op(mine, [Segment("sm", 10 * US, 1.0)], after=[theirs])
+    assert mine.times(op) == (LATENCY_NS, LATENCY_NS + 10_000)
