@@ -20,7 +20,7 @@ from ...capi.constants import CURESULT, CURESULT_NAME
 from ..engine.memory import DeviceMemory
 from ..tools.devicetime import timeline_from_env
 from . import capture, device
-from .entry import CFunctions, keep_interrupt, write_out
+from .entry import CFunctions, keep_interrupt, stamp_calls, write_out
 from .errors import EmuError, describe, static_c_string
 from .queues import Event, Stream
 
@@ -92,6 +92,8 @@ class Context:
             self.timeline = timeline_from_env()
         except ValueError as e:
             raise EmuError("CUDA_ERROR_INVALID_VALUE", str(e))
+        if self.timeline is not None:
+            stamp_calls()                       # ops are submitted when their call began
         self.handle = handle
         self.ordinal = ordinal                  # the device it belongs to
         self.refcount = 0

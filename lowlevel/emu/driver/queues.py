@@ -19,6 +19,7 @@ import traceback
 
 from ..engine.faults import KernelFault
 from ..tools import timemodel
+from .entry import call_started_ns
 
 _abandoned = threading.Event()
 
@@ -70,7 +71,7 @@ class Stream:
             timeline = self.context.timeline
             if timeline is not None:        # the model follows done work too: it may end later
                 after = [w.model for w in (self.last, *deps) if w is not None]
-                item.model = timeline.new_op(label, getattr(self, "priority", 0), after)
+                item.model = timeline.new_op(label, getattr(self, "priority", 0), after, call_started_ns())
             self.last = item
             self._queue.put(item)
         return item

@@ -1,8 +1,9 @@
 """The modelled device timeline (LOWLEVEL_EMU_TIMING=model): when each device operation of a
 context would start and end on the modelled H200, for the real host submission times.
 
-Every work item the streams run is an Op: its real submission time (time.perf_counter_ns,
-the host's clock: modelled times are on the same clock), the ops it must follow (its
+Every work item the streams run is an Op: its real submission time (when the host called
+the driver function that queued it; time.perf_counter_ns, the host's clock: modelled times
+are on the same clock), the ops it must follow (its
 stream's previous op, the legacy default stream's implicit dependencies, the events it
 waits for) and, once the emulator ran it, its Segments (timemodel.py). An op starts at
 
@@ -119,11 +120,14 @@ class DeviceTimeline:
         self.waiting: list[Op] = []           # completed, not placed yet
         self._seq = itertools.count()
 
-    def new_op(self, label: str, priority: int, after) -> Op:
-        """An op submitted now (by the host thread), following the ops `after` (None: none).
+    def new_op(self, label: str, priority: int, after, submit_ns: int | None = None) -> Op:
+        """An op submitted at `submit_ns` (None: now), following the ops `after` (None: none).
         Ops of another device's timeline are left out (a synchronous peer copy waits for
         the other device's work in the emulator, not in the model)."""
-        return Op(self, next(self._seq), label, priority, [a for a in after if a is not None and a.timeline is self])
+        op = Op(self, next(self._seq), label, priority, [a for a in after if a is not None and a.timeline is self])
+        if submit_ns is not None:
+            op.submit_ns = submit_ns
+        return op
 
     def completed(self, op: Op) -> None:
         """The emulator has run `op` (its segments are noted); called before its stream
