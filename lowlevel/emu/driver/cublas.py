@@ -289,13 +289,13 @@ def _gemm(h, ta_op, tb_op, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, b
         result = product if beta == 0 else product + beta * c_in(c_view)
         c_view[...] = c_out(result)
     if ctx.timeline is not None:
-        math = _gemm_math(c_dtype, a_dtype, tf32, label)
+        math = _gemm_math(c_dtype, a_dtype, tf32)
         segment = gemm_segment(m, n, k, batch, math, np.dtype(a_dtype).itemsize, np.dtype(c_dtype).itemsize, beta != 0)
         run = modelled(ctx, run, segment)
     ctx.submit(stream, run, f"cuBLAS {label}")
 
 
-def _gemm_math(c_dtype, a_dtype, tf32: bool, label: str) -> str:
+def _gemm_math(c_dtype, a_dtype, tf32: bool) -> str:
     """Which of the device's rates a GEMM runs at (timemodel.peak_flops)."""
     if np.dtype(a_dtype).itemsize == 2:
         return "fp16"                   # FP16 and BF16 inputs: the tensor cores

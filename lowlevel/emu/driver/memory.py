@@ -183,8 +183,9 @@ def _copy(stream_handle, dst, src, nbytes, kind: str, asynchronous: bool) -> Non
         asynchronous = asynchronous and ctx.is_pinned(dst, nbytes)
     else:
         run = lambda: ctypes.memmove(dmem.host_address(dst), smem.host_address(src), nbytes)  # noqa: E731
-    pinned = kind == "DtoD" or ctx.is_pinned(src if kind == "HtoD" else dst, nbytes)
-    run = modelled(ctx, run, copy_segment(kind, nbytes, pinned))
+    if ctx.timeline is not None:
+        pinned = kind == "DtoD" or ctx.is_pinned(src if kind == "HtoD" else dst, nbytes)
+        run = modelled(ctx, run, copy_segment(kind, nbytes, pinned))
     item = ctx.submit(stream, run, f"memcpy{kind}")
     if not asynchronous and item is not None:       # None: captured, it runs with its graph
         item.done.wait()
