@@ -185,10 +185,10 @@ def instruction_mix(instructions) -> Mix:
                 mix.tensor_flops += 2.0 * mm * nn * kk / threads
         elif op in _MEMORY and ("global" in mods or not ({"shared", "local", "param", "const"} & set(mods))):
             mix.global_bytes += _type_bytes(mods) * _vector(mods)
+        elif op in _MEMORY or op == "mov":      # shared, local, param: the load/store unit; moves
+            mix.integer += 1
         elif op in _SFU or "approx" in mods and op in ("div",):
             mix.sfu += 1
-        elif op == "mov":               # a move of any type: no floating-point work
-            mix.integer += 1
         elif "f64" in mods:
             mix.fp64 += 1
         elif {"f32", "f16", "bf16", "f16x2", "bf16x2"} & set(mods):
