@@ -185,7 +185,7 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
         where = f"grid {k['grid']} block {k['block']}" if k["grid"] is not None else "cuBLAS"
         line(f"    {k['kernel']} ({k['module']}, {where})")
     line(f"    device time between events around the call: {device_ms * 1e3:.1f} us"
-         + ("  (the emulated GPU: CPU time of the emulator)" if emulated else ""))
+         + (f"  (the emulated GPU: {drv.timing})" if emulated else ""))
 
     out.extend(backward_lines)
 
@@ -197,9 +197,10 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
                "emulated": "cuBLAS emulated with numpy on the CPU"}
     line(f"    code that ran: {'; '.join(meaning.get(k, k) for k in kinds) or ('the graph' if graph else 'none')}")
     if emulated:
-        rate = emu_instructions / (device_ms / 1e3) if device_ms > 0 else 0
+        # a rate of the emulator's own: not over a modelled device time
+        rate = emu_instructions / (device_ms / 1e3) if device_ms > 0 and "modelled" not in drv.timing else 0
         line(f"    thread-instructions executed by the emulated GPU's PTX engine: {emu_instructions:,}"
-             + (f" ({rate / 1e6:.0f} M/s)" if emu_instructions else ""))
+             + (f" ({rate / 1e6:.0f} M/s)" if emu_instructions and rate else ""))
         line("    (on the emulated GPU the 'device' shares the CPU and Python's lock with the host, so host")
         line("     times include waiting for the emulator's worker threads)")
 
