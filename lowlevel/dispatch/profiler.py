@@ -65,8 +65,8 @@ class profile:
         timeline.modelled = timing_modelled(drv)
         timeline.nvtx = nvtx_ranges.nvtx() is not None
         timeline.device_clock = DeviceClock(timeline)
+        timeline.device_clock.context(drv, timeline)       # the anchor of the current context, first
         timeline.__enter__()
-        timeline.device_clock.context(drv, timeline)       # the anchor of the current context, now
 
     def __exit__(self, *exc):
         self._include.__exit__(*exc)

@@ -44,6 +44,7 @@ class Timeline(hooks.Recorder):
         self._previous_timeline = None
 
     def __enter__(self):
+        self.start = time.perf_counter_ns()
         super().__enter__()
         self._previous_timeline, hooks.active_timeline = hooks.active_timeline, self
         return self
@@ -53,6 +54,10 @@ class Timeline(hooks.Recorder):
         return super().__exit__(*exc)
 
     # -- recording ---------------------------------------------------------------------------
+    def is_recording(self) -> bool:
+        """Whether this timeline is active now (entered, not yet left)."""
+        return any(r is self for r in hooks.recorders())
+
     def thread(self) -> int:
         """The calling thread's ident, its name kept for the trace."""
         t = threading.current_thread()
