@@ -26,6 +26,12 @@ def nvtx():
     return _module or None
 
 
+def reset() -> None:
+    """Look for the nvtx package (and LOWLEVEL_NVTX) again at the next profile."""
+    global _module
+    _module = None
+
+
 def push(message: str, category: str) -> None:
     module = nvtx()
     if module is not None:

@@ -47,9 +47,9 @@ def plot(timeline, path) -> None:
     ax.invert_yaxis()
     modelled = ", device times modelled" if timeline.modelled else ""
     ax.set_xlabel(f"time since the profile began (ms){modelled}")
-    ax.set_title(timeline.driver)
+    ax.set_title(timeline.driver.split(";")[0])       # which driver ran, without the why
     if seen:
-        ax.legend(loc="upper right", fontsize="small")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
