@@ -34,13 +34,18 @@ from .table import register_fallback
 _tls = threading.local()
 
 
-def timing_modelled(drv) -> bool:
-    """Whether the driver's device times come from the emulated GPU's time model. A driver
-    that knows says so (`timing_model`); otherwise LOWLEVEL_EMU_TIMING=model on the emulator."""
-    said = getattr(drv, "timing_model", None)
-    if said is not None:
-        return bool(said() if callable(said) else said)
-    return drv.kind == "emu" and os.environ.get("LOWLEVEL_EMU_TIMING", "").strip().lower() == "model"
+def device_timing(drv) -> str:
+    """What the driver's device times mean, as the driver says it (`Driver.timing`: "measured
+    on the GPU", "emulator CPU time", "modelled (H200 time model)"); a driver that does not
+    say: modelled when LOWLEVEL_EMU_TIMING=model on the emulated GPU."""
+    said = getattr(drv, "timing", None)
+    if isinstance(said, str):
+        return said
+    if drv.kind != "emu":
+        return "measured on the GPU"
+    if os.environ.get("LOWLEVEL_EMU_TIMING", "").strip().lower() == "model":
+        return "modelled (LOWLEVEL_EMU_TIMING=model)"
+    return "emulator CPU time"
 
 
 class profile:
@@ -62,7 +67,8 @@ class profile:
         timeline = self.timeline
         drv = get_driver()
         timeline.driver = f"driver: {drv.kind}, {drv.description}"
-        timeline.modelled = timing_modelled(drv)
+        timeline.timing = device_timing(drv)
+        timeline.modelled = timeline.timing.startswith("modelled")
         timeline.nvtx = nvtx_ranges.nvtx() is not None
         timeline.device_clock = DeviceClock(timeline)
         timeline.device_clock.context(drv, timeline)       # the anchor of the current context, first
@@ -98,9 +104,9 @@ class profile:
 
     def _device_times(self) -> str:
         if self.timeline.modelled:
-            return ("device times: MODELLED by the emulated GPU's time model (LOWLEVEL_EMU_TIMING=model), "
-                    "not measured")
-        return "device times: measured by CUDA events around each operation on its stream"
+            return (f"device times: MODELLED by the emulated GPU's time model (LOWLEVEL_EMU_TIMING=model: "
+                    f"{self.timeline.timing}), not measured; read from events around each operation")
+        return f"device times: measured by CUDA events around each operation on its stream ({self.timeline.timing})"
 
     def __str__(self) -> str:
         return self.report()

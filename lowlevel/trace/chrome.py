@@ -85,5 +85,5 @@ def export(timeline, path) -> None:
 
 def _device_times(timeline) -> str:
     if timeline.modelled:
-        return "modelled by the emulated GPU's time model (LOWLEVEL_EMU_TIMING=model)"
-    return "measured with CUDA events"
+        return f"MODELLED by the emulated GPU's time model: {timeline.timing}"
+    return f"measured with CUDA events ({timeline.timing or 'the driver did not say'})"

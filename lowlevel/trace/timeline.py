@@ -37,6 +37,7 @@ class Timeline(hooks.Recorder):
         self.threads: dict[int, str] = {}          # thread ident -> its name
         self.driver = ""                           # which driver ran, for every report
         self.modelled = False                      # device times from the emulator's time model
+        self.timing = ""                           # what device times mean, as the driver says
         self.notes: list[str] = []                 # how device times were placed, and their error
         self.device_clock = None                   # the cuda layer's event recorder, if any
         self.nvtx = False                          # push NVTX ranges (nvtx_ranges.py)

@@ -2,6 +2,7 @@
 thread, op spans, and device spans per stream timed by events; exported as a Chrome trace."""
 import json
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import lowlevel as ll
 from helpers import chrome_trace
 from helpers.memory import download, upload
 from lowlevel import cuda, kernels
+from lowlevel.dispatch import profiler
 
 N = 1024                 # small launches: the emulated GPU runs them in milliseconds
 
@@ -127,11 +129,22 @@ def test_report_table_driver_and_ascii_timeline(driver, rng):
 
 def test_report_says_device_times_are_modelled(monkeypatch, rng):
     cuda.use_driver("emu")
-    monkeypatch.setenv("LOWLEVEL_EMU_TIMING", "model")
+    monkeypatch.setattr(profiler, "device_timing", lambda drv: "modelled (H200 time model)")
     a = ll.tensor(rng.standard_normal(8).astype(np.float32), device="cuda")
     with ll.profile() as p:
         a.relu()
-    assert "MODELLED" in p.report(80)
+    assert "MODELLED" in p.report(80) and "H200 time model" in p.report(80)
+
+
+def test_device_timing_is_the_drivers_word_else_the_environment(monkeypatch):
+    said = types.SimpleNamespace(kind="emu", timing="modelled (H200 time model)")
+    assert profiler.device_timing(said) == "modelled (H200 time model)"
+    silent = types.SimpleNamespace(kind="emu")
+    monkeypatch.setenv("LOWLEVEL_EMU_TIMING", "model")
+    assert profiler.device_timing(silent).startswith("modelled")
+    monkeypatch.setenv("LOWLEVEL_EMU_TIMING", "cpu")
+    assert profiler.device_timing(silent) == "emulator CPU time"
+    assert profiler.device_timing(types.SimpleNamespace(kind="cuda")) == "measured on the GPU"
 
 
 def test_plot_needs_matplotlib_and_says_how_to_get_it(monkeypatch, tmp_path):
