@@ -48,6 +48,15 @@ def _duration(ns: float) -> str:
     return f"{ns / 1e3:.3g} us"
 
 
+def _stream_row(device: int, stream: int, numbers: dict) -> str:
+    """A short, distinct row label: the default streams by name, the others numbered in
+    handle order per device (the Chrome trace names them by handle)."""
+    if stream in (0, 2):
+        return f"dev {device} " + stream_label(stream).replace(" default stream", " stream")
+    numbers[device] = numbers.get(device, 0) + 1
+    return f"dev {device} stream {numbers[device]} ({stream:#x})"
+
+
 def render(timeline, width: int | None = None) -> str:
     """The ASCII timeline of `timeline`, `width` characters wide (default: the terminal's)."""
     width = width or shutil.get_terminal_size((100, 24)).columns
@@ -60,12 +69,12 @@ def render(timeline, width: int | None = None) -> str:
         used |= _draw(cells, [s for s in timeline.host if s["tid"] == ident], lo, scale, False)
         name = timeline.threads.get(ident, str(ident))
         rows.append(f"{('host ' + name)[:LABEL - 1]:{LABEL}s}|{''.join(cells)}|")
+    numbers: dict[int, int] = {}
     for device, stream in sorted({(s["device"], s["stream"]) for s in timeline.device}):
         cells = [" "] * cols
         spans = [s for s in timeline.device if (s["device"], s["stream"]) == (device, stream)]
         used |= _draw(cells, spans, lo, scale, True)
-        label = f"dev {device} " + stream_label(stream).replace(" default stream", " stream")
-        rows.append(f"{label[:LABEL - 1]:{LABEL}s}|{''.join(cells)}|")
+        rows.append(f"{_stream_row(device, stream, numbers)[:LABEL - 1]:{LABEL}s}|{''.join(cells)}|")
     end = _duration(hi - lo)
     rows.append(" " * LABEL + "0" + end.rjust(cols + 1))
     legend = ", ".join(f"{c} {LEGEND[c]}" for c in LEGEND if c in used)
