@@ -73,29 +73,39 @@ def _value(arg) -> int:
 class DeviceClock:
     """A profile's CUDA events: a pool per context, an anchor per context, the pending spans."""
 
-    def __init__(self, timeline):
+    def __init__(self, timeline, capturing=lambda: False):
         self.contexts: dict[tuple, dict] = {}      # (driver id, CUcontext) -> anchor, stream, events
         self.pending: list[tuple] = []             # (span, context entry, start event, end event)
+        # Whether this thread's stream is capturing: then no wait may happen (a wait inside
+        # a capture fails and invalidates it), so anchors and reading the times are put off.
+        self.capturing = capturing
 
     # -- recording ---------------------------------------------------------------------------
     def context(self, drv, timeline) -> dict | None:
+        """The current context's events and anchor (anchored on first use outside a capture)."""
         ctx = c_void_p()
         if drv.cuCtxGetCurrent.cfunc(byref(ctx)) != 0 or not ctx.value:
             return None
         key = (id(drv), ctx.value)
         entry = self.contexts.get(key)
         if entry is None:
-            entry = self.contexts[key] = self._anchor(drv, timeline)
+            entry = self.contexts[key] = {"drv": drv, "free": [], "all": [], "stream": None, "event": None,
+                                          "host": None, "device": 0, "anchored": False}
+            device = c_int()
+            if drv.cuCtxGetDevice.cfunc(byref(device)) == 0:
+                entry["device"] = device.value
+        if not entry["anchored"] and not self.capturing():
+            entry["anchored"] = True        # tried once: a driver that refuses is not asked again
+            self._anchor(entry, timeline)
         return entry
 
-    def _anchor(self, drv, timeline) -> dict:
-        entry = {"drv": drv, "free": [], "all": [], "stream": None, "event": None, "host": None, "device": 0}
-        device = c_int()
-        if drv.cuCtxGetDevice.cfunc(byref(device)) == 0:
-            entry["device"] = device.value
+    def _anchor(self, entry: dict, timeline) -> None:
+        """Record the anchor event on a stream of its own and wait for it (see the module doc).
+        Events recorded before it are placed as well: their elapsed times are negative."""
+        drv = entry["drv"]
         stream = c_void_p()
         if drv.cuStreamCreate.cfunc(byref(stream), CU_STREAM_NON_BLOCKING) != 0:
-            return entry
+            return
         entry["stream"] = stream.value
         best = None
         for _ in range(ANCHOR_TRIES):       # the tightest of a few: a new stream's first use is slow
@@ -112,14 +122,13 @@ class DeviceClock:
             else:
                 entry["free"].append(event)
         if best is None:
-            return entry
+            return
         event, before, after = best
         entry["event"], entry["host"] = event, (before + after) // 2
         timeline.notes.append(f"device {entry['device']}: device times placed on the host clock by an anchor "
                               f"event, error up to +-{(after - before) / 2000:.1f} us")
         if timeline.is_recording():         # an anchor made inside the profile took host time there
             timeline.host_span("profiler anchor event", "profiler", before, after)
-        return entry
 
     def event(self, entry: dict) -> int | None:
         if entry["free"]:
@@ -133,8 +142,8 @@ class DeviceClock:
     def begin(self, drv, timeline, stream: int) -> tuple | None:
         """Record the start event of a device operation on `stream`; None if it cannot be timed."""
         entry = self.context(drv, timeline)
-        if entry is None or entry["event"] is None:
-            return None
+        if entry is None or (entry["anchored"] and entry["event"] is None):
+            return None                     # no context, or a driver that could not anchor
         status = c_int()
         if drv.cuStreamIsCapturing.cfunc(stream, byref(status)) != 0 or status.value != CU_STREAM_CAPTURE_STATUS_NONE:
             return ("captured",)
@@ -159,11 +168,21 @@ class DeviceClock:
 
     # -- closing -----------------------------------------------------------------------------
     def resolve(self, timeline) -> None:
-        """Wait for each pending end event and place its span on the host clock."""
+        """Wait for each pending end event and place its span on the host clock (not while
+        this thread captures: the waits would break the capture; read later)."""
+        if self.pending and self.capturing():
+            return
         pending, self.pending = self.pending, []
         for span, entry, start, end in pending:
             drv = entry["drv"]
+            if not entry["anchored"]:       # its context was first used inside a capture
+                entry["anchored"] = True
+                self._anchor(entry, timeline)
             times = []
+            if entry["event"] is None:
+                timeline.notes.append(f"a {span['name']} span was lost: no anchor event")
+                entry["free"] += [start, end]
+                continue
             for event in (start, end):
                 ms = c_float()
                 code = drv.cuEventSynchronize.cfunc(event)

@@ -23,7 +23,7 @@ import threading
 import time
 
 
-from ..cuda import get_driver
+from ..cuda import get_driver, is_current_stream_capturing
 from ..cuda.profiling import DeviceClock
 from ..trace import ascii_art, chrome, nvtx_ranges
 from ..trace.timeline import Timeline
@@ -70,7 +70,7 @@ class profile:
         timeline.timing = device_timing(drv)
         timeline.modelled = timeline.timing.startswith("modelled")
         timeline.nvtx = nvtx_ranges.nvtx() is not None
-        timeline.device_clock = DeviceClock(timeline)
+        timeline.device_clock = DeviceClock(timeline, capturing=is_current_stream_capturing)
         timeline.device_clock.context(drv, timeline)       # the anchor of the current context, first
         timeline.__enter__()
 

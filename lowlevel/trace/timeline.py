@@ -92,18 +92,22 @@ class Timeline(hooks.Recorder):
 
     # -- closing -----------------------------------------------------------------------------
     def resolve(self) -> None:
-        """Read the device times of what was recorded so far (waits for those events)."""
-        if self.device_clock is not None:
-            self.device_clock.resolve(self)
+        """Read the device times of what was recorded so far (waits for those events); once
+        the profile is closed and nothing is left to read, its events are destroyed."""
+        clock = self.device_clock
+        if clock is None:
+            return
+        clock.resolve(self)
+        if self.end is not None and not clock.pending:
+            clock.release()
+            self.device_clock = None
 
     def close(self) -> None:
-        """The end of the profile: the device spans' times are read, the clock stops."""
+        """The end of the profile: the device spans' times are read (or, inside a stream
+        capture, when next asked for), and the clock stops."""
         if self.end is None:
             self.end = time.perf_counter_ns()
         self.resolve()
-        if self.device_clock is not None:
-            self.device_clock.release()
-            self.device_clock = None
 
     def bounds(self) -> tuple[int, int]:
         """The earliest and latest time of any span (the profile's own bounds if none)."""

@@ -106,6 +106,27 @@ def test_graph_capture_and_replay(driver, rng):
     assert "host" in p.report(80)
 
 
+def test_profile_inside_a_capture_leaves_it_valid(driver, rng):
+    """A profile that opens and closes inside a capture waits for nothing there (a wait would
+    invalidate the capture); the work it saw on another stream is read when next asked."""
+    x = ll.tensor(rng.standard_normal((16, 16)).astype(np.float32), device="cuda")
+    h = rng.standard_normal(N).astype(np.float32)
+    a, c = upload(h), cuda.mem_alloc(4 * N)
+    other = cuda.Stream(non_blocking=True)
+    _add(a, a, c, other)
+    (x * 2.0).relu()
+    other.synchronize()
+    with cuda.graph() as g:
+        with ll.profile() as p:
+            y = (x * 2.0).relu()
+            _add(a, a, c, other)                 # not captured: a device span, read later
+    g.replay()
+    np.testing.assert_array_equal(y.numpy(), np.maximum(x.numpy() * 2.0, 0))
+    np.testing.assert_array_equal(download(c, N), h + h)
+    assert "K kernel" in p.report(80)                   # read now, after the capture
+    assert [s["name"] for s in p.timeline.device] == ["vector_add"]
+
+
 def test_report_table_driver_and_ascii_timeline(driver, rng):
     a = ll.tensor(rng.standard_normal((8, 8)).astype(np.float32), device="cuda")
     (a @ a).relu().numpy()
