@@ -92,7 +92,9 @@ class profile:
         """The ops with their routes and times, which driver ran, and the ASCII timeline.
         Inside the profile it first waits for the device work recorded so far."""
         self.timeline.resolve()
-        lines = [self.timeline.driver, self._device_times()]
+        called = any(s["cat"] in ("driver", "cublas") for s in self.timeline.host)
+        lines = [self.timeline.driver + ("" if called else "  (no driver call in this profile)"),
+                 self._device_times()]
         lines += self.timeline.notes
         lines.append(f"{'op':10s} {'route':22s} {'host us':>9s} {'device us':>10s}")
         for r in self.records:

@@ -13,6 +13,12 @@ nest (a profile inside a trace): each hook reports to every active one, innermos
 A `timeline.Timeline` is a Recorder that also keeps timestamped spans: while one is active,
 `active_timeline` names it, and the driver's and cuBLAS's checked calls (whose slow path runs
 whenever `active` is set) add their spans to it.
+
+    timeline.py       the Timeline: host spans per thread, device spans per stream, one clock
+    chrome.py         a timeline as the Chrome trace event format (Perfetto, chrome://tracing)
+    ascii_art.py      a timeline drawn with characters (profile.report())
+    plot.py           a timeline drawn by matplotlib (profile.plot(), the `plot` extra)
+    nvtx_ranges.py    NVTX ranges while a profile runs (the `nvtx` extra), for Nsight Systems
 """
 import time
 

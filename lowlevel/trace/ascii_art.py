@@ -9,7 +9,7 @@ Longer spans are drawn first, so a short call inside an op stays visible.
 """
 import shutil
 
-from .timeline import stream_label
+from .timeline import DEFAULT_STREAMS, stream_label
 
 SYMBOLS = {"op": "=", "frontend": "v", "driver": "c", "cublas": "b", "profiler": "a",
            "kernel": "K", "copy": ">", "memset": "M", "host function": "h", "graph": "G"}
@@ -51,7 +51,7 @@ def _duration(ns: float) -> str:
 def _stream_row(device: int, stream: int, numbers: dict) -> str:
     """A short, distinct row label: the default streams by name, the others numbered in
     handle order per device (the Chrome trace names them by handle)."""
-    if stream in (0, 2):
+    if stream in DEFAULT_STREAMS:
         return f"dev {device} " + stream_label(stream).replace(" default stream", " stream")
     numbers[device] = numbers.get(device, 0) + 1
     return f"dev {device} stream {numbers[device]} ({stream:#x})"

@@ -116,8 +116,11 @@ class Timeline(hooks.Recorder):
         return min([self.start, *times]), max([end, *times])
 
 
+DEFAULT_STREAMS = (0, 1, 2)     # NULL and CU_STREAM_LEGACY, CU_STREAM_PER_THREAD
+
+
 def stream_label(stream: int) -> str:
-    if stream == 0:
+    if stream in (0, 1):
         return "legacy default stream"
     if stream == 2:
         return "per-thread default stream"

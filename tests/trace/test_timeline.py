@@ -191,3 +191,4 @@ def test_cpu_ops_have_host_spans_only():
         y = ll.tensor(x) * 3.0
     np.testing.assert_array_equal(y.numpy(), x * 3.0)
     assert p.timeline.device == [] and any(s["cat"] == "op" for s in p.timeline.host)
+    assert "(no driver call in this profile)" in p.report(80)
