@@ -19,6 +19,7 @@ resolution (about 0.5 us on a GPU) and float32's rounding of the elapsed millise
 so a device span is made to begin no earlier than the call that queued it. Inside a stream capture no event is recorded (its times would be those of
 no execution): the captured call is marked, and the graph's launch is one device span.
 """
+import threading
 import time
 from ctypes import byref, c_float, c_int, c_void_p
 
@@ -79,6 +80,7 @@ class DeviceClock:
         # Whether this thread's stream is capturing: then no wait may happen (a wait inside
         # a capture fails and invalidates it), so anchors and reading the times are put off.
         self.capturing = capturing
+        self.lock = threading.RLock()
 
     # -- recording ---------------------------------------------------------------------------
     def context(self, drv, timeline) -> dict | None:
@@ -87,6 +89,10 @@ class DeviceClock:
         if drv.cuCtxGetCurrent.cfunc(byref(ctx)) != 0 or not ctx.value:
             return None
         key = (id(drv), ctx.value)
+        with self.lock:
+            return self._entry(key, drv, timeline)
+
+    def _entry(self, key, drv, timeline) -> dict:
         entry = self.contexts.get(key)
         if entry is None:
             entry = self.contexts[key] = {"drv": drv, "free": [], "all": [], "stream": None, "event": None,
@@ -131,8 +137,9 @@ class DeviceClock:
             timeline.host_span("profiler anchor event", "profiler", before, after)
 
     def event(self, entry: dict) -> int | None:
-        if entry["free"]:
-            return entry["free"].pop()
+        with self.lock:                     # threads launching at once share the pool
+            if entry["free"]:
+                return entry["free"].pop()
         event = c_void_p()
         if entry["drv"].cuEventCreate.cfunc(byref(event), 0) != 0:
             return None
