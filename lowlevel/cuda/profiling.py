@@ -45,6 +45,9 @@ DEVICE_OPS = {
     "cuMemsetD2D32": ("memset", None),
     "cuLaunchHostFunc": ("host function", 0), "cuGraphLaunch": ("graph", 1),
 }
+# The size argument of the 1-D copies (the 2-D/3-D ones carry theirs in a struct).
+COPY_BYTES = {"cuMemcpyHtoDAsync": 2, "cuMemcpyDtoHAsync": 2, "cuMemcpyDtoDAsync": 2, "cuMemcpyHtoD": 2,
+              "cuMemcpyDtoH": 2, "cuMemcpyDtoD": 2, "cuMemcpyPeerAsync": 4}
 # cuBLAS calls that queue work on the handle's stream (the others only set or read state).
 CUBLAS_WORK = ("gemm", "axpy", "dot", "gemv")
 
@@ -288,6 +291,8 @@ def end_call(timeline, drv, name: str, symbol: str, args, pending, start: int, e
     if category == "kernel":
         device_args.update(kernel_args(name, drv, args))
         label = device_args.get("kernel", symbol)
+    elif name in COPY_BYTES:
+        device_args["bytes"] = _value(args[COPY_BYTES[name]])
     span = {"name": label, "cat": category, "device": token[0]["device"], "stream": stream, "start": 0, "end": 0,
             "args": device_args, "flow": flow}
     clock = timeline.device_clock

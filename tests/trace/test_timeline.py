@@ -103,6 +103,8 @@ def test_graph_capture_and_replay(driver, rng):
     assert [s["name"] for s in captured].count("cuLaunchKernel") == 2        # x * 2.0, relu
     device = [s["cat"] for s in p.timeline.device]
     assert device.count("graph") == 1 and "kernel" not in device
+    copies = [s for s in p.timeline.device if s["cat"] == "copy"]
+    assert [c["args"]["bytes"] for c in copies] == [16 * 16 * 4]           # y.numpy()
     assert "host" in p.report(80)
 
 
