@@ -15,7 +15,7 @@ import threading
 import time
 
 from .. import trace
-from . import bindings
+from . import bindings, profiling
 from .checked import IntegerArguments
 from ..capi.constants import CURESULT, CURESULT_NAME
 from .errors import CudaError
@@ -47,13 +47,19 @@ class DriverFunction:
             if code != 0:
                 self.driver.reraise_interrupt()
             return code
-        start = time.perf_counter()
+        timeline = trace.active_timeline           # a profile: timestamps, and events around device work
+        pending = profiling.begin_call(timeline, self.driver, self.name, args) if timeline is not None else None
+        start_ns = time.perf_counter_ns()
         code = self.cfunc(*args)
-        if code != 0:
-            self.driver.reraise_interrupt()
-        elapsed = time.perf_counter() - start
+        end_ns = time.perf_counter_ns()
         shown = ", ".join(show_argument(a) for a in args)
         result = CURESULT_NAME.get(code, str(code))
+        if timeline is not None:
+            profiling.end_call(timeline, self.driver, self.name, self.symbol, args, pending, start_ns, end_ns,
+                               shown, result, "driver")
+        if code != 0:
+            self.driver.reraise_interrupt()
+        elapsed = (end_ns - start_ns) / 1e9
         trace.note_call(self.driver.kind, self.symbol, shown, result, elapsed)
         if self.driver.log_api:
             print(f"[lowlevel {self.driver.kind}] {self.symbol}({shown}) -> {result} ({elapsed * 1e6:.1f} us)",
