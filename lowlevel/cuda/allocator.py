@@ -182,7 +182,11 @@ class CachingAllocator:
             try:
                 allocation = mem_alloc(seg_size)
             except Exception:
-                # Out of memory with segments cached: give them back and try once more.
+                # Out of memory with segments cached: give them back (and the tensors the
+                # caches above hold, which may pin segments of streams long gone) and try
+                # once more.
+                for callback in list(_empty_cache_callbacks):
+                    callback()
                 self.empty_cache()
                 allocation = mem_alloc(seg_size)
         self.driver_allocs += 1

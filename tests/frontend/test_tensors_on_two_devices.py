@@ -61,5 +61,22 @@ def check_a_stream_of_device_0_does_not_carry_over():
     assert t.numpy().tolist() == [3.0] * 5 and u.numpy().tolist() == [2.0] * 5
 
 
+
+def check_a_creation_on_cuda_1_is_ordered_on_cuda_1():
+    """ll.ones(device="cuda:1") inside a stream of device 0 fills on device 1, in the order
+    of device 1's work: with device 0's stream held up, its values are there at once (the
+    fill once went on the held stream, and a read on device 1 raced it)."""
+    import threading
+    s, release = cuda.Stream(), threading.Event()
+    s.add_callback(lambda: release.wait(10))           # device 0's stream is held up
+    try:
+        with cuda.stream(s):
+            t = ll.ones(5, device="cuda:1") * 3.0
+        assert t.numpy().tolist() == [3.0] * 5
+    finally:
+        release.set()
+    s.synchronize()
+
+
 if __name__ == "__main__":
     main(globals())

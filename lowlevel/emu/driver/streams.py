@@ -63,7 +63,7 @@ def cuStreamDestroy(handle):
 @api
 def cuStreamSynchronize(handle):
     ctx = current()
-    stream = ctx.stream(handle)
+    stream = _stream_of_any_context(ctx, handle)
     refuse_capturing(stream, "cuStreamSynchronize")
     stream.synchronize()
     current()
@@ -72,7 +72,7 @@ def cuStreamSynchronize(handle):
 @api
 def cuStreamQuery(handle):
     ctx = current()
-    stream = ctx.stream(handle)
+    stream = _stream_of_any_context(ctx, handle)
     refuse_capturing(stream, "cuStreamQuery")
     if not stream.idle():
         raise EmuError("CUDA_ERROR_NOT_READY")
@@ -133,6 +133,16 @@ def _event(ctx: Context, handle: int) -> Event:
     return lookup_handle(ctx.events, handle, "event")
 
 
+def _stream_of_any_context(ctx: Context, handle: int):
+    """A stream handle names its stream whichever context is current (a thread may wait
+    for, or query, a stream of another device, as with a GPU); the legacy handles name the
+    current context's legacy stream."""
+    for other in (c for c in live_contexts() if c is not ctx):
+        if handle in other.streams:
+            return other.streams[handle]
+    return ctx.stream(handle)           # CUDA_ERROR_INVALID_HANDLE if no context has it
+
+
 def _event_of_any_context(ctx: Context, handle: int) -> Event:
     """cuStreamWaitEvent's event "may be from a different context or device than stream"."""
     for other in (ctx, *(c for c in live_contexts() if c is not ctx)):
@@ -174,7 +184,7 @@ def cuEventRecord(event_handle, stream_handle):
 @api
 def cuEventSynchronize(handle):
     ctx = current()
-    event = _uncaptured(_event(ctx, handle), "cuEventSynchronize")
+    event = _uncaptured(_event_of_any_context(ctx, handle), "cuEventSynchronize")
     refuse_unsafe(ctx, "cuEventSynchronize")
     if event.item is not None:
         event.item.done.wait()
@@ -184,7 +194,7 @@ def cuEventSynchronize(handle):
 @api
 def cuEventQuery(handle):
     ctx = current()
-    event = _uncaptured(_event(ctx, handle), "cuEventQuery")
+    event = _uncaptured(_event_of_any_context(ctx, handle), "cuEventQuery")
     refuse_unsafe(ctx, "cuEventQuery")      # a query from any thread, under a global capture
     if not event.complete():
         raise EmuError("CUDA_ERROR_NOT_READY")
