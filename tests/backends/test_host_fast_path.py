@@ -281,8 +281,10 @@ def test_threads_on_their_own_streams_share_the_plans(driver, rng):
 
     def work(i):
         try:
-            a, b = (ll.tensor(v, device="cuda") for v in inputs[i])
+            # made on the thread's own stream: a non-blocking stream does not wait for the
+            # legacy stream's copies (made before, the test raced them under load)
             with cuda.stream(cuda.Stream(non_blocking=True)):
+                a, b = (ll.tensor(v, device="cuda") for v in inputs[i])
                 outs = [((a + b) * 2.0).relu() for _ in range(10)]
                 results[i] = [o.numpy() for o in outs]
         except Exception as e:          # reported below, in the test's thread
