@@ -14,9 +14,12 @@ def poisoned(shape, dtype=np.float32) -> np.ndarray:
 
 
 def device_poisoned(nbytes: int):
-    """A device allocation filled with 0xFF bytes (NaN as float32), so unwritten elements show."""
+    """A device allocation filled with 0xFF bytes (NaN as float32), so unwritten elements show;
+    filled when it returns, so that work on any stream sees the poison (cuMemsetD8 is
+    asynchronous on the legacy stream, which a non-blocking stream does not wait for)."""
     d = cuda.mem_alloc(nbytes)
     cuda.memset_d8(d, 0xFF, nbytes)
+    cuda.synchronize()
     return d
 
 
@@ -25,6 +28,7 @@ def upload(host: np.ndarray):
     dev = cuda.mem_alloc(max(1, host.nbytes))
     if host.nbytes:
         cuda.memcpy_htod(dev, np.ascontiguousarray(host))
+        cuda.synchronize()      # from pageable memory the DMA may still run: ready for any stream
     return dev
 
 
