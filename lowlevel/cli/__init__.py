@@ -16,7 +16,7 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for command in (info, ptx, trace):
         command.add_parser(sub)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(ptx.join_option_values(sys.argv[1:] if argv is None else list(argv)))
     if getattr(args, "emit", None) and not args.output:
         parser.error("--emit needs -o OUT")
     return args.run(args)
