@@ -14,11 +14,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIGURES = re.compile(r"^   \S.*?\s(\d+\.\d{3})\s+(\d+\.\d{3}|-)\s+\d+\.\d\d\s+(\d+\.\d\d|-)$", re.M)
 
 
-def run(*args, script=None):
+def run(*args, script=None, driver="emu"):
     command = [sys.executable, str(script), *args] if script else [sys.executable, "-m", "lowlevel", "demo", *args]
     env = {k: v for k, v in os.environ.items() if k != "LOWLEVEL_EMU_TIMING"}
     out = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT,
-                         env={**env, "LOWLEVEL_DRIVER": "emu", "PYTHONPATH": str(ROOT)})   # a script: lowlevel as installed
+                         env={**env, "LOWLEVEL_DRIVER": driver, "PYTHONPATH": str(ROOT)})   # a script: lowlevel as installed
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
 
@@ -41,6 +41,15 @@ def test_each_demo_runs_and_reports(name, model, tmp_path):
     assert ("MODELLED for an H200" in text) == model and ("the EMULATED GPU's own CPU time" in text) == (not model)
     assert "-- timeline (lowlevel.profile().report())" in text
     assert f"-- what this shows ({'model' if model else 'emulator'} times)" in text
+
+
+@pytest.mark.parametrize("name", DEMOS)
+def test_each_demo_runs_on_a_real_gpu(name, tmp_path):
+    from lowlevel import cuda
+    if cuda.real_driver_status():
+        pytest.skip(f"no real GPU here: {cuda.real_driver_status()}")
+    text = run(name, "--model", "--trace", str(tmp_path / "t.json"), driver="cuda")
+    assert len(FIGURES.findall(text)) >= 2 and "measured on a real GPU" in text   # --model changes nothing there
 
 
 def test_a_demo_runs_as_a_plain_script(tmp_path):
