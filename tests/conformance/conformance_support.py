@@ -103,8 +103,9 @@ def _compile(compiler: str, source: str, options: tuple) -> "str | _Skip | _Fail
 
 
 def _nvrtc_ptx(source: str, options: tuple):
-    if "#include <cub/" in source:
-        # CUB comes with the CCCL headers, which NVRTC does not search by itself
+    if any(f"#include <{h}" in source for h in ("cub/", "cuda/", "cooperative_groups")):
+        # CUB, cuda::barrier and <nv/target> (which cooperative groups include) come with
+        # the CCCL headers, which NVRTC does not search by itself
         from cuda.pathfinder import find_nvidia_header_directory  # noqa: PLC0415  (only for such sources)
         cccl = find_nvidia_header_directory("cccl")
         if cccl is None:

@@ -4,9 +4,11 @@
                   load_ptx: parse, inline calls, decode
     scheduler.py  run_kernel: batches of CTAs, the converged and divergent paths, barriers,
                   the watchdog, and the events tools observe
+    batch_specials.py  %tid, %ctaid, %laneid ... of a batch of CTAs
     spaces.py     shared, local and generic accesses, module variables, atomics' dispatch
     memory.py     the device memory arena (global memory) and its bounds checks
     atomics.py    atomic read-modify-write on memory
     stats.py      LaunchStats, and the grid/block shapes run_kernel takes
+    waits.py      mbarrier waits: parking, yielding looping warps, deadlock reports
     faults.py     KernelFault: what goes wrong while a kernel runs
 """

@@ -40,6 +40,7 @@ from ..isa import divsqrt, numerics
 from ..isa.addressing import kernel_layout
 from ..isa.calls import inline_calls
 from ..isa.cluster import CLUSTER_BARRIER
+from ..isa.mbarrier import is_wait
 from ..isa.memops import after_barrier, ends_block
 from ..isa.operands import Mods, operands, unsupported, view_name
 from ..isa.registry import RUNTIME, SPECIAL_READERS, lookup
@@ -64,6 +65,7 @@ class Block:
     n_instructions: int = 0
     barrier: tuple | None = None     # (id, thread count or 0) when the block ends in bar.sync
     reduction: str | None = None     # "popc"/"and"/"or" when that barrier is a bar.red (barred.py)
+    waits: bool = False              # the block is one mbarrier wait (engine/waits.py)
 
 
 @dataclass
@@ -81,6 +83,8 @@ class CompiledKernel:
     uses_local: bool = False
     reductions: bool = False               # has bar.red blocks (engine calls barred.release)
     cluster_barriers: bool = False         # has barrier.cluster.wait blocks (isa/cluster.py)
+    waits: bool = False                    # has mbarrier wait blocks (engine/waits.py)
+    wait_blocks: object = None             # bool per block: an mbarrier wait (waits.py)
 
     @property
     def exit_pc(self) -> int:
@@ -263,8 +267,11 @@ def split_blocks(k: Kernel) -> list[Block]:
                 cur = Block(len(blocks), [], [])
             cur.labels.append(item)
             continue
+        if is_wait(item) and cur.instructions:      # a wait is alone in its block
+            blocks.append(cur)
+            cur = Block(len(blocks), [], [])
         cur.instructions.append(item)
-        if item.opcode in _TERMINATORS or ends_block(item):
+        if item.opcode in _TERMINATORS or ends_block(item) or is_wait(item):
             blocks.append(cur)
             cur = Block(len(blocks), [], [])
             follow = after_barrier(item)       # bar.red: its result starts the next block
@@ -339,6 +346,8 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
         if block.barrier is not None and block.barrier[0] == CLUSTER_BARRIER:
             ck.cluster_barriers = True
         block.reduction = getattr(g, "barrier_red", None)
+        block.waits = is_wait(block.instructions[0]) if block.instructions else False
+        ck.waits |= block.waits
         block.reads = tuple(g.used)
         block.writes = tuple(g.written)
         block.n_instructions = len(block.instructions)

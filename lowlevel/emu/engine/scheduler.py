@@ -37,12 +37,14 @@ import numpy as np
 
 from ..isa import barred
 from ..isa import cluster as clusters
+from . import waits
 from ..isa.numerics import UINT
 from .decode import CompiledKernel
 from .faults import KernelFault
 from .memory import AccessFault, DeviceMemory
 from ..ptx.ir import PtxModule
 from ..tools import enabled
+from .batch_specials import batch_specials
 from .spaces import SpacesMixin, allocate_globals
 from .stats import LaunchStats, launch_dims
 
@@ -124,6 +126,7 @@ class _Launch(SpacesMixin):
         self.n = 0                  # number of current lanes
         self.first_cta = 0
         self.cluster, self.envregs = None, {}     # group() sets them
+        waits.init_state(self)      # mbarrier waits, yields, barrier.sync %r ids
         limit = _watchdog_limit()
         self.watchdog_s = limit
         self.deadline = time.monotonic() + limit if limit > 0 else None
@@ -142,49 +145,11 @@ class _Launch(SpacesMixin):
             self._run_batch(first, count)
             self.stats.batches += 1
 
-    def _specials(self, first: int, count: int) -> dict:
-        """Values of the special registers for a batch (arrays, or scalars if uniform)."""
-        u32 = np.uint32
-        bx, by, bz = self.block
-        gx, gy, gz = self.grid
-        t = np.arange(self.padded, dtype=u32)
-        lane_t = np.tile(t, count) if count > 1 else t
-        values = {
-            "%ntid.x": u32(bx), "%ntid.y": u32(by), "%ntid.z": u32(bz),
-            "%nctaid.x": u32(gx), "%nctaid.y": u32(gy), "%nctaid.z": u32(gz),
-        }
-        wanted = self.ck.specials
-        if "%tid.x" in wanted:
-            values["%tid.x"] = lane_t % u32(bx) if bx > 1 else u32(0)
-        if "%tid.y" in wanted:
-            values["%tid.y"] = (lane_t // u32(bx)) % u32(by) if by > 1 else u32(0)
-        if "%tid.z" in wanted:
-            values["%tid.z"] = lane_t // u32(bx * by) if bz > 1 else u32(0)
-        if "%laneid" in wanted:
-            values["%laneid"] = lane_t % u32(WARP)
-        if "%warpid" in wanted:
-            values["%warpid"] = lane_t // u32(WARP)
-        if any(s.startswith("%ctaid") for s in wanted):
-            if self.cluster:            # CTAs in cluster order (isa/cluster.py)
-                values.update(clusters.batch_ctaids(self, first, count))
-            elif count == 1:
-                lin = first
-                values["%ctaid.x"] = u32(lin % gx)
-                values["%ctaid.y"] = u32(lin // gx % gy)
-                values["%ctaid.z"] = u32(lin // (gx * gy))
-            else:
-                lin = np.repeat(np.arange(first, first + count, dtype=np.uint64), self.padded)
-                values["%ctaid.x"] = (lin % np.uint64(gx)).astype(u32)
-                values["%ctaid.y"] = (lin // np.uint64(gx) % np.uint64(gy)).astype(u32) \
-                    if gy > 1 else u32(0)
-                values["%ctaid.z"] = (lin // np.uint64(gx * gy)).astype(u32) if gz > 1 else u32(0)
-        return values
-
     def _run_batch(self, first: int, count: int) -> None:
         ck = self.ck
         n_lanes = count * self.padded
         R = [np.dtype(dt).type(0) for dt in ck.slot_dtypes]
-        specials = self._specials(first, count)
+        specials = batch_specials(self, first, count)
         for name, slot in ck.specials.items():
             R[slot] = specials[name]
         live = None
@@ -271,6 +236,7 @@ class _Launch(SpacesMixin):
         owned: set[int] = set()       # slots whose array only this scheduler references
         self.active = None
         self.pcs = pcs                # which lanes have exited (warp.py's member-mask rule)
+        previous = -1
         while True:
             lowest = int(pcs.min())
             if lowest >= exit_pc:
@@ -280,6 +246,10 @@ class _Launch(SpacesMixin):
                 continue
             if not stats.block_steps & 255:
                 self._watchdog(lowest)
+            if lowest <= previous and waits.back_edge(self, pcs, lowest):
+                previous = -1                       # a loop yielded (maybe polling memory)
+                continue
+            previous = lowest
             at = pcs == lowest
             lanes = np.flatnonzero(at)
             nlive = int(np.count_nonzero(pcs != exit_pc))
@@ -305,6 +275,10 @@ class _Launch(SpacesMixin):
                     owned.add(s)
                 full[lanes] = S[s]
                 R[s] = full
+            if blk.waits:                             # an mbarrier wait: failed lanes yield
+                waits.park_failed(self, pcs, lanes, lowest, res)
+                continue
+            self.wait_progress = True
             if blk.barrier is not None:
                 pcs[lanes] = exit_pc + 1 + lowest     # parked at the barrier
             elif type(res) is int:
@@ -320,8 +294,17 @@ class _Launch(SpacesMixin):
         """No lane can run: release the CTAs' completed barriers, or report a deadlock."""
         exit_pc = self.ck.exit_pc
         blocks = self.ck.blocks
+        if waits.release_yielded(self, pcs):
+            return
         waiting = np.flatnonzero(pcs > exit_pc)
         bblk = pcs[waiting] - (exit_pc + 1)
+        if self.ck.waits:               # lanes parked at failed mbarrier waits (waits.py)
+            if waits.retry_waiters(self, pcs, waiting, bblk):
+                return
+            barrier = ~waits.waiter_mask(self, bblk)
+            waiting, bblk = waiting[barrier], bblk[barrier]
+            if waiting.size == 0:
+                waits.deadlock(self, pcs)
         cta = waiting // self.padded
         tables = getattr(self, "_bar_tables", None)
         if tables is None:
@@ -329,7 +312,7 @@ class _Launch(SpacesMixin):
                 np.array([b.barrier[0] if b.barrier else 0 for b in blocks], np.int64),
                 np.array([b.barrier[1] if b.barrier else 0 for b in blocks], np.int64))
         ids, counts = tables
-        bid, bcount = ids[bblk], counts[bblk]
+        bid, bcount = barred.resolve_ids(self, ids[bblk]), counts[bblk]
         live = (pcs.reshape(-1, self.padded) != exit_pc).sum(axis=1)
         group, live_of = clusters.barrier_groups(self, cta, bid, live)   # a cluster's CTAs for barrier.cluster
         key = group * 32 + bid

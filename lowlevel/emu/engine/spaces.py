@@ -25,6 +25,7 @@ from .memory import AccessFault, OutOfMemory
 
 POISON = 0xFF                    # every byte of fresh shared and local memory
 _U64 = np.uint64
+_SHIFT = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4}   # element index = byte offset >> log2(size)
 
 
 # --- module-scope .global / .const variables ---------------------------------------------
@@ -150,7 +151,7 @@ class SpacesMixin:
         shown = space
         if generic:
             shown = "generic"
-        if nbytes > 1:
+        if nbytes > 1 and (a & _U64(nbytes - 1)).any():     # the common case: one reduction
             bad = (a & _U64(nbytes - 1)) != 0
             if bad.any():
                 i = int(np.argmax(bad))
@@ -159,9 +160,11 @@ class SpacesMixin:
                             int(a[i]) + generic, i, active, sub, iid, where)
         if limit < nbytes or base_full is None:
             bad = np.ones(a.shape, bool)
-        else:
+        elif a.size and int(a.max()) > limit - nbytes:
             bad = a > _U64(limit - nbytes)
-        if bad.any():
+        else:
+            bad = None
+        if bad is not None and bad.any():
             i = int(np.argmax(bad))
             where = f"{space} offset {int(a[i]):#x}; " if generic else ""
             self.fault("CUDA_ERROR_ILLEGAL_ADDRESS", "out-of-bounds", nbytes, shown, kind,
@@ -173,7 +176,7 @@ class SpacesMixin:
             base = base[sub]
         if remote:
             _, base = cluster.remote_shared(self, full, base, iid)
-        return (base + a.astype(np.int64)) // size
+        return (base + a.astype(np.int64)) >> _SHIFT[size]
 
     def batch_lanes(self, active, sub):
         """Batch lane numbers of the accessing lanes (for racecheck)."""

@@ -19,7 +19,11 @@
     wmma.py        wmma.load/mma/store (m16n16k16 f16/bf16, m16n16k8 tf32), cvt.rna.tf32.f32
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
+    mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
+                   pending_count inval), cp.async.mbarrier.arrive
     calls.py       `call` of a .func (inlined at load), the .param words of a call
+    indirect.py    calls through function pointers (.callprototype): a choice of direct calls
+    recursion.py   recursive calls: real calls of an out-of-line copy, a per-thread stack
     devassert.py   __assertfail (device assert)
     addressing.py  the generic address windows and a kernel's shared/local layout
     carry.py       the carry chain: add.cc addc sub.cc subc mad.cc madc
@@ -34,5 +38,5 @@ The decoder (engine/decode.py) imports this package once, so every family has re
 before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, barred, bits, calls, carry, cluster, compare, convert, devassert, half, halfmore,  # noqa: F401
-               matrix, matrix_store, memops, paramaddr, printf, simd, specials, warp, wmma)
-from . import heap  # noqa: F401
+               heap, indirect, matrix, matrix_store, mbarrier, memops, paramaddr, printf, recursion, simd, specials,
+               warp, wmma)

@@ -35,11 +35,35 @@ class Layout:
 
 MAX_STATIC_SHARED = 48 * 1024   # what ptxas allows a kernel to declare statically
 
+# Reserved shared memory (sm_80+: the driver reserves 1 KB per block, the device attribute
+# RESERVED_SHARED_MEMORY_PER_BLOCK): what %reserved_smem_offset_* point into, and where
+# cooperative groups keep the barriers and exchange slots of tiles of more than one warp
+# (cooperative_groups/details/memory.h: at least 288 bytes at %reserved_smem_offset_1).
+# A kernel that reads one of those registers gets the region at the bottom of its shared
+# window, its own variables after it; the emulator's choice of the two offsets:
+RESERVED_SHARED = 1024
+RESERVED_OFFSETS = {"%reserved_smem_offset_begin": 0, "%reserved_smem_offset_end": RESERVED_SHARED,
+                    "%reserved_smem_offset_cap": RESERVED_SHARED, "%reserved_smem_offset_0": 0,
+                    "%reserved_smem_offset_1": RESERVED_SHARED // 2}
+
+
+def reads_reserved_shared(k) -> bool:
+    """Whether kernel k reads one of the %reserved_smem_offset_* registers."""
+    for ins in k.body:
+        for op in getattr(ins, "operands", ()):
+            if getattr(op, "name", "").startswith("%reserved_smem_offset"):
+                return True
+    return False
+
 
 def kernel_layout(k) -> Layout:
     svars = k.shared_variables
+    base = RESERVED_SHARED if reads_reserved_shared(k) else 0
     shared, static = layout_variables(svars)
-    if static > MAX_STATIC_SHARED:
+    if base:
+        shared = {name: off + base for name, off in shared.items()}
+        static += base
+    if static - base > MAX_STATIC_SHARED:
         raise PtxError(k.line, f"entry function {k.name!r} uses too much shared data "
                                f"({static} bytes, {MAX_STATIC_SHARED} max)")
     externs = [v for v in svars if v.extern]

@@ -18,13 +18,15 @@ cp-size bytes written inside the CTA's shared window (CUDA_ERROR_ILLEGAL_ADDRESS
 that reads no bytes (src-size 0, or ignore-src) does not touch global memory and is not
 checked there. Faults name the kernel, block, thread, PTX line and address.
 
-Refused at load: cp.async.bulk (TMA), cp.async.mbarrier.arrive, anything else.
+cp.async.mbarrier.arrive{.noinc}: mbarrier.py (the copies are complete, so it arrives at once).
+Refused at load: cp.async.bulk (TMA), anything else.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..ptx.errors import PtxError
+from . import mbarrier
 from .operands import Mods, operands, unsupported
 from .registry import provide, register
 from ..engine.memory import BASE, AccessFault
@@ -55,8 +57,13 @@ def emit_cp(g, ins: Instruction) -> None:
         operands(ins, 0)
         g.guard(ins)
         return
+    if m.take("mbarrier"):
+        if m.take("arrive") is None:
+            raise unsupported(ins, "cp.async.mbarrier form")
+        mbarrier.emit_cp_async_arrive(g, ins, m)
+        return
     for x in ins.mods:
-        if x in ("bulk", "mbarrier") or x.startswith("bulk"):
+        if x == "bulk" or x.startswith("bulk"):
             raise unsupported(ins, f".{x} copies")
     cache = m.take("ca", "cg")
     if cache is None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from .operands import Mods, unsupported
 from .registry import provide, register
@@ -140,3 +141,40 @@ register(emit_bar_red_get, "_bar_red_get")
 provide(_bar_red_arrive=arrive, _bar_red_result=result)
 
 __all__ = ["emit_bar_red", "follower", "release"]
+
+
+def dynamic_id(C, value, iid: int) -> None:
+    """The id of a `barrier.sync %r`: 0..15, and the same for the threads that execute
+    the instruction together (the emulator keeps the id of its latest execution, for the
+    engine's release: C.dynamic_bar_ids, read by resolve_ids)."""
+    active, any_active = C.active_with(None)
+    if not any_active:
+        return
+    v = np.broadcast_to(np.asarray(value, np.uint32), (C.n,))
+    v = v if active is None else v[active]
+    ins = C.ck.instructions[iid]
+    if v.size == 0:
+        return
+    bid = int(v[0])
+    if (v != v[0]).any():
+        raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
+                          f"{C.name}: threads wait at barrier.sync with different barrier ids "
+                          f"({sorted(set(v.tolist()))}) at PTX line {ins.line}: {ins.text}; "
+                          f"the emulator needs one id per barrier instruction at a time")
+    if bid > 15:
+        raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
+                          f"{C.name}: barrier id {bid} outside 0..15 at PTX line {ins.line}: "
+                          f"{ins.text}")
+    C.dynamic_bar_ids[iid] = bid
+
+
+def resolve_ids(C, bid):
+    """Barrier ids of parked lanes: -1 - iid stands for the id barrier.sync %r read."""
+    dyn = bid < 0
+    if dyn.any():
+        bid = bid.copy()
+        bid[dyn] = [C.dynamic_bar_ids[-1 - int(b)] for b in bid[dyn]]
+    return bid
+
+
+provide(_bar_dynamic_id=dynamic_id)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Imm, ArgList, Instruction, PredPair, Reg, Sym, Vec
+from . import indirect, recursion
 from .operands import CACHE_MODS, Mods, operands, unsupported
 from .registry import register
 
@@ -78,18 +79,20 @@ def _call_parts(ins: Instruction):
         raise PtxError(ins.line, f"call without a function: {ins.text}")
     target = ops.pop(0)
     if isinstance(target, Reg):
-        raise unsupported(ins, "indirect call through a register")
-    if not isinstance(target, Sym):
+        if getattr(ins, "prototype", None) is None:
+            raise PtxError(ins.line, f"indirect call without a .callprototype: {ins.text}")
+    elif not isinstance(target, Sym):
         raise PtxError(ins.line, f"bad call target {target}: {ins.text}")
     args = []
     if ops and isinstance(ops[0], ArgList):
         args = ops.pop(0).elems
     if ops:
-        raise unsupported(ins, "call with a prototype or jump table")
+        raise unsupported(ins, "call through a jump table (.calltargets)")
     for x in rets + args:
         if not isinstance(x, Sym):
             raise unsupported(ins, f"call operand {x} (expected .param variable names)")
-    return [x.name for x in rets], target.name, [x.name for x in args]
+    name = target if isinstance(target, Reg) else target.name
+    return [x.name for x in rets], name, [x.name for x in args]
 
 
 def _used_names(body) -> set:
@@ -134,9 +137,41 @@ def inline_calls(k, mod) -> None:
     if not any(isinstance(it, Instruction) and it.opcode == "call" for it in k.body):
         _rewrite_params(k)
         return
-    counter = [0]
-    k.body = _expand(k, k.body, mod, (k.name,), counter)
+    ctx = _Context([0])
+    k.body = _expand(k, k.body, mod, (k.name,), ctx)
+    _subroutines(k, mod, ctx)
     _rewrite_params(k)
+
+
+class _Context(list):
+    """What one kernel's expansion keeps: [instance counter], the out-of-line copies of
+    recursive functions (recursion.py) and the one whose body is being expanded."""
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.subs: dict = {}
+        self.frame = None
+
+
+def _subroutines(k, mod, ctx) -> None:
+    """Expand the bodies of the recursive functions' copies (which may call for more) and
+    put them after the kernel's code."""
+    done: list = []
+    while len(done) < len(ctx.subs):
+        sub = next(s for s in ctx.subs.values() if s not in done)
+        f = mod.functions[sub.name]
+        body = recursion.body_of(k, f, sub, _Renamer, _used_names)
+        outer, ctx.frame = ctx.frame, sub
+        sub.body = _expand(k, body, mod, (k.name, sub.name), ctx)
+        ctx.frame = outer
+        done.append(sub)
+    if not done:
+        return
+    tail = [Instruction("exit", [], [], k.line, "end of the kernel's own code")]
+    for sub in done:
+        recursion.finish_frame(k, sub, sub.body)
+        tail += sub.body + recursion.tail(sub, k.line)
+    k.body = k.body + tail
 
 
 def _expand(k, body, mod, stack, counter) -> list:
@@ -150,6 +185,10 @@ def _expand(k, body, mod, stack, counter) -> list:
         if mods:
             raise unsupported(ins, "modifier " + ", ".join("." + m for m in mods))
         rets, name, args = _call_parts(ins)
+        if isinstance(name, Reg):                   # through a function pointer: indirect.py
+            out.extend(_expand(k, indirect.choose(k, ins, rets, name, args, mod, stack, counter),
+                               mod, stack, counter))
+            continue
         if name == "vprintf":
             if len(args) != 2 or len(rets) > 1:
                 raise PtxError(ins.line, f"vprintf takes (format, arguments): {ins.text}")
@@ -177,15 +216,14 @@ def _expand(k, body, mod, stack, counter) -> list:
         if not f.body and not f.registers:
             raise unsupported(ins, f"call of external function {name!r} (no body in "
                                       "this module; only vprintf, __assertfail, malloc and free are provided)")
-        if name in stack:
-            chain = " -> ".join(stack[1:] + (name,)) if len(stack) > 1 else name
-            raise unsupported(ins, f"recursive call of {name!r} ({chain}); the emulator "
-                                      "inlines device functions")
         ret_params = getattr(f, "return_params", [])
         if len(args) != len(f.params) or len(rets) > len(ret_params):
             raise PtxError(ins.line, f"call of {name!r} with {len(args)} arguments and "
                                      f"{len(rets)} results; it takes {len(f.params)} and "
                                      f"returns {len(ret_params)}: {ins.text}")
+        if name in stack:                   # recursion: a real call (recursion.py)
+            out.extend(recursion.call_site(k, ins, f, rets, args, counter))
+            continue
         counter[0] += 1
         sfx = f"@{counter[0]}"
         regs = {}

@@ -15,7 +15,7 @@ Registered into isa/registry.py:
   ld/st/atom .shared::cluster: another CTA's shared memory (cluster.py's addresses)
   cp.async      asyncopy.py (the copy at issue time; commit/wait are no-ops)
   mov           of a variable name: its address in its own space (shared/local offset,
-                global address)
+                global address); of a function name: its address (ptx/functions.py)
 Addresses: see addressing.py for the windows.
 """
 from __future__ import annotations
@@ -361,8 +361,11 @@ def emit_mov_address(g, ins: Instruction) -> None:
     m.done()
     guard = g.guard(ins)
     offset = paramaddr.parameter_offset(g.ck, ops[1].name)
+    function = getattr(g.ck.kernel, "function_addresses", {}).get(ops[1].name)
     if offset is not None:
         expr = g.const(np.uint64(offset))       # an address in the parameter space
+    elif function is not None:
+        expr = g.const(np.uint64(function))     # a device function pointer (ptx/functions.py)
     else:
         expr, _ = symbol(g, ins, ops[1].name)
     if TYPES[t][0] == 4:
@@ -400,7 +403,15 @@ def emit_bar(g, ins: Instruction) -> None:
     m.done()
     if ins.guard is not None:
         raise unsupported(ins, "a predicated barrier")
-    g.barrier = _barrier_id_count(ins, ins.operands)
+    ops = ins.operands
+    if ops and isinstance(ops[0], Reg) and len(ops) == 1:
+        # barrier.sync %r (what -G builds pass __barrier_sync(id) as): the id is read at
+        # run time (barred.dynamic_id); the block's barrier is -1 - iid until then
+        iid = g.ns["_register_instruction"](ins)
+        g.emit(f"_bar_dynamic_id(C, {g.read(ins, ops[0], 'u32')}, {iid})")
+        g.barrier = (-1 - iid, 0)
+        return
+    g.barrier = _barrier_id_count(ins, ops)
 
 
 def _barrier_id_count(ins: Instruction, ops) -> tuple:

@@ -245,12 +245,46 @@ def f64_op_directed(op, a, b, mode):
         return round_overflow(r, np.isfinite(a) & np.isfinite(b), mode)
 
 
+_F32_LOW_BITS = U64((1 << 29) - 1)          # what float64 -> float32 drops of a normal
+_F32_HALF = U64(1 << 28)
+_ABS_BITS = U64((1 << 63) - 1)
+_F32_MIN_NORMAL_BITS = U64(F64(2.0 ** -126).view(U64))
+
+
+def _fma_f32_rn(p, c):
+    """float32 rounding of p + c (p: an exact float64 product, c: float32). Rounding
+    s = fl(p + c) is wrong only where s lies exactly halfway between two floats32 while
+    p + c does not (a double rounding), or where the result is a subnormal float32 (more
+    bits go): for those elements (found from the bits of s alone) the exact error of s is
+    computed and the result rounded to odd first (round_f64_to_f32)."""
+    s = np.add(p, c, dtype=F64)
+    r = s.astype(F32)
+    bits = s.view(U64)
+    risky = (bits & _F32_LOW_BITS) == _F32_HALF            # exactly a float32 midpoint
+    magnitude = bits & _ABS_BITS
+    if magnitude.size and magnitude.min() < _F32_MIN_NORMAL_BITS:     # rare: look closer
+        # 0 < |s| < 2^-126 (the unsigned wrap of 0 - 1 leaves zeros out)
+        risky |= (magnitude - U64(1)) < _F32_MIN_NORMAL_BITS - U64(1)
+    if risky.any():
+        i = np.flatnonzero(risky)
+        si, ei = two_sum(p[i], c[i].astype(F64))
+        with np.errstate(invalid="ignore"):
+            ei = np.where(np.isfinite(ei), ei, F64(0))
+        r[i] = round_f64_to_f32(si, "rn", ei)
+    return r
+
+
 def fma_f32(a, b, c, mode="rn"):
     """Fused multiply-add of float32 with a single rounding.
 
     The product of two floats is exact in float64; the sum with c is computed with its
-    exact error term, and the final rounding to float32 uses both (round-to-odd for rn).
+    exact error term, and the final rounding to float32 uses both (round-to-odd for rn;
+    for rn on arrays, _fma_f32_rn does that only where it matters).
     """
+    if mode == "rn" and isinstance(c, np.ndarray):
+        p = np.multiply(a, b, dtype=F64)
+        if p.shape == c.shape:
+            return _fma_f32_rn(p, c)
     p = a.astype(F64) * b.astype(F64)
     c64 = c.astype(F64)
     s, e = two_sum(p, c64)
@@ -267,28 +301,33 @@ _TINY = F64(2.0 ** -960)
 def fma_f64(a, b, c, mode="rn"):
     """Fused multiply-add of float64 with a single rounding.
 
-    Fast path: error-free transforms give a*b+c = s + t exactly up to a small residual;
-    where the candidate could be wrongly rounded (near a tie), or the transforms could
-    over/underflow, or an operand is not finite, the element is computed exactly with
-    rationals instead.
+    Round to nearest (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums:
+    proved algorithms using rounding to odd", IEEE TC 2008): a*b = uh + ul exactly
+    (Dekker), uh + c = th + tl exactly (Knuth), v = tl + ul rounded to odd, and
+    RN(th + v) is a*b + c correctly rounded, wherever nothing over- or underflows. The
+    directed modes round r + resid, the exact value as a float64 and a residual, and are
+    exact where the residual is far from a rounding boundary. The other elements (the
+    range guard, non-finite operands, directed near-boundary cases) are computed exactly
+    with rationals; tests/emu/isa/test_fma_f64.py checks hard cases against Fraction.
     """
     scalar_in = not any(isinstance(v, np.ndarray) for v in (a, b, c))
     # at least 1-d: immediates are numpy scalars, and np.nonzero refuses 0-d arrays
     a, b, c = np.broadcast_arrays(*(np.atleast_1d(np.asarray(v, F64)) for v in (a, b, c)))
     with np.errstate(all="ignore"):
         p, ep = two_prod(a, b)
-        s, es = two_sum(p, c)
-        t, et = two_sum(ep, es)
-        r, er = two_sum(s, t)
-        resid = er + et                       # exact value = r + er + et
-        ulp = np.abs(r - np.nextafter(r, F64(0)))
         if mode == "rn":
-            safe = np.abs(resid) < ulp * 0.25
+            th, tl = two_sum(c, p)
+            r = th + round_to_odd_sum(tl, ep)
+            safe = True
         else:
+            s, es = two_sum(p, c)
+            t, et = two_sum(ep, es)
+            r, er = two_sum(s, t)
+            resid = er + et                       # exact value = r + er + et
+            ulp = np.abs(r - np.nextafter(r, F64(0)))
             r = exact_zero_sign(r, p, c, (r == 0) & (resid == 0), mode)
             r = directed(r, resid, mode)
-            safe = (np.abs(resid) < ulp * 0.25) & (er == 0) | (resid == 0)
-            safe = np.asarray(safe)
+            safe = np.asarray((np.abs(resid) < ulp * 0.25) & (er == 0) | (resid == 0))
         fine_range = (np.abs(a) < _HUGE) & (np.abs(b) < _HUGE) & (np.abs(c) < _HUGE) \
             & (np.abs(p) > _TINY) & ((np.abs(c) > _TINY) | (c == 0)) & np.isfinite(r)
         zero_product = ((a == 0) | (b == 0)) & np.isfinite(a) & np.isfinite(b)
@@ -298,12 +337,23 @@ def fma_f64(a, b, c, mode="rn"):
     if hard.any():
         out = np.array(out, copy=True)
         for i in zip(*np.nonzero(hard)):
-            out[i] = _fma_exact(float(a[i]), float(b[i]), float(c[i]), mode)
+            out[i] = fma_exact(float(a[i]), float(b[i]), float(c[i]), mode)
     out = out.astype(F64)
     return out[0] if scalar_in else out
 
 
-def _fma_exact(a, b, c, mode):
+def round_to_odd_sum(x, y):
+    """x + y rounded to odd: exact sums stay, an inexact one becomes whichever of the
+    two floats around it has an odd last bit (float64 arrays)."""
+    v, e = two_sum(x, y)
+    even = (v.view(np.int64) & 1) == 0
+    bump = (e != 0) & even
+    if not bump.any():
+        return v
+    return np.where(bump, np.nextafter(v, np.where(e > 0, F64(np.inf), F64(-np.inf))), v)
+
+
+def fma_exact(a, b, c, mode):
     """a*b + c for one element: IEEE rules for infinities and NaN, exact rationals for the
     rest (a finite product never overflows here, unlike a*b in float64)."""
     if math.isnan(a) or math.isnan(b) or math.isnan(c):

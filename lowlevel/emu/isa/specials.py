@@ -14,6 +14,7 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Reg
+from .addressing import RESERVED_OFFSETS
 from .registry import provide, special_register
 from .warp import current_lanes
 
@@ -124,3 +125,6 @@ for _name, _read in {
     "%total_smem_size": _reader(32, lambda g, ins: "_total_smem(C)"),
 }.items():
     special_register(_name, _read)
+
+for _name, _offset in RESERVED_OFFSETS.items():     # the reserved shared region (addressing.py)
+    special_register(_name, _reader(32, lambda g, ins, _o=_offset: g.const(U32(_o))))

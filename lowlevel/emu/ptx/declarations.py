@@ -5,7 +5,8 @@ from __future__ import annotations
 import struct
 
 from .errors import PtxError
-from .ir import TYPES, Kernel, Param, Variable
+from .functions import FunctionRef
+from .ir import TYPES, Imm, Kernel, Param, Variable
 from .lexer import TokenStream
 from .registers import Registers
 
@@ -79,6 +80,7 @@ class Declarations(TokenStream):
             self.expect("]")
         elem = TYPES[vtype][0] * vec
         init = None
+        refs = []
         if self.accept("="):
             values = self.initializer(line, name)
             if unsized:
@@ -86,7 +88,13 @@ class Declarations(TokenStream):
             elif len(values) > count * vec:
                 raise PtxError(line, f"initializer of {name!r} has {len(values)} values "
                                      f"for {count * vec} elements")
-            init = pack_values(line, name, vtype, values)
+            refs = [(i * TYPES[vtype][0], v) for i, v in enumerate(values)
+                    if isinstance(v, FunctionRef)]
+            if refs and TYPES[vtype][0] != 8:
+                raise PtxError(line, f"initializer of {name!r}: a function address needs "
+                                     f"64-bit elements, not .{vtype}")
+            init = pack_values(line, name, vtype,
+                               [Imm(0) if isinstance(v, FunctionRef) else v for v in values])
         elif unsized:
             if space != "shared":
                 raise PtxError(line, f"array {name!r} needs a size")
@@ -94,6 +102,8 @@ class Declarations(TokenStream):
         self.expect(";", "after variable declaration")
         var = Variable(name, space, vtype, elem * count, align or elem, init, line)
         var.extern = unsized and init is None
+        if init is not None and refs:
+            var.function_refs = refs          # patched by functions.assign_addresses
         return var
 
     def initializer(self, line: int, name: str, depth: int = 0) -> list:
@@ -113,6 +123,9 @@ class Declarations(TokenStream):
         t = self.tok
         if t.text == "-" or t.kind in ("int", "float", "fhex", "dhex"):
             return [self.immediate()]
+        if t.kind == "ident":               # a function's address (tables, vtables)
+            self.next()
+            return [FunctionRef(t.text, t.line)]
         raise PtxError(line, f"initializer of {name!r}: only numeric constants are supported "
                              f"by the emulator, found {t.text!r}")
 

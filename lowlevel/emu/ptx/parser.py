@@ -12,6 +12,7 @@ import re
 
 from .declarations import Declarations, Scope
 from .errors import PtxError
+from .functions import assign_addresses, attach_prototypes, parse_prototype
 from .ir import Addr, ArgList, Instruction, Kernel, PredPair, PtxModule, Reg, Sym, Vec
 from .operands import Operands
 from .registers import Registers
@@ -63,8 +64,11 @@ class Parser(Declarations, Operands):
             raise PtxError(1, "missing .version directive")
         if self.target is None:
             raise PtxError(1, "missing .target directive")
-        return PtxModule(self.version, self.target, self.address_size, self.kernels,
-                         self.functions, self.globals)
+        mod = PtxModule(self.version, self.target, self.address_size, self.kernels,
+                        self.functions, self.globals)
+        assign_addresses(mod, [(v, off, ref) for v in self.globals
+                               for off, ref in getattr(v, "function_refs", ())])
+        return mod
 
     def module_statement(self) -> None:
         t = self.tok
@@ -213,6 +217,7 @@ class Parser(Declarations, Operands):
         # storage of its own, `%p1$2`, and the instructions of its block use that name.
         scopes: list[Scope] = [Scope()]
         renames: dict = {}
+        prototypes: dict = {}           # label -> functions.Prototype (indirect calls)
         while True:
             t = self.tok
             if t.kind == "eof":
@@ -227,6 +232,7 @@ class Parser(Declarations, Operands):
                 scopes.pop()
                 renames = {n: m for sc in scopes for n, m in sc.items() if n != m}
                 if depth == 0:
+                    attach_prototypes(k, prototypes)
                     return
             elif t.text == ".reg":
                 for name, storage in self.reg_decl(k, scopes).items():
@@ -253,6 +259,10 @@ class Parser(Declarations, Operands):
             elif t.kind == "ident" and self.toks[self.i + 1].text == ":":
                 self.next()
                 self.next()
+                if self.tok.text == ".callprototype":
+                    self.next()
+                    prototypes[t.text] = parse_prototype(self, t.line)
+                    continue
                 k.body.append(t.text)                  # a label
             else:
                 ins = self.instruction()
@@ -297,6 +307,7 @@ def _attach_module_variables(mod: PtxModule) -> None:
         in_functions |= _referenced_names(f)
     for k in list(mod.kernels.values()) + list(mod.functions.values()):
         k.module_variables = table
+        k.function_addresses = mod.function_addresses
         used = _referenced_names(k) | in_functions
         k.module_shared = [v for v in mod.globals if v.space == "shared" and v.name in used]
 

@@ -156,6 +156,6 @@ def test_cp_async_refusals():
                      ("cp.async.wait_group %r2;", "integer constant"),
                      ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
                       "[%r1], [%rd1], 16, [%r1];", "not supported"),
-                     ("cp.async.mbarrier.arrive.shared.b64 [%r1];", "not supported")]:
+                     ("cp.async.mbarrier.arrive.shared::cluster.b64 [%r1];", "not supported")]:
         with pytest.raises(PtxError, match=why):
             load_ptx(HEADER + body.format(bad))

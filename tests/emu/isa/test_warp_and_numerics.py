@@ -15,8 +15,8 @@ import pytest
 
 from helpers.cuda_c import nvrtc_ptx
 from helpers.emu_engine import HEADER, PTX_NP, PTX_REG, Buf, launch
-from lowlevel.emu.ptx.errors import PtxError
 from lowlevel.emu.engine.decode import load_ptx
+from lowlevel.emu.engine.faults import KernelFault
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -822,8 +822,10 @@ NEG:
 }
 .visible .entry k() { call.uni f, (param0); ret; }
 """
-    with pytest.raises(PtxError, match="recursive call of 'f'"):
-        load_ptx(recursive.replace("call.uni f, (param0); ret; }", "{ .param .b32 param0; call.uni f, (param0); } ret; }"))
+    endless = load_ptx(recursive.replace("call.uni f, (param0); ret; }",
+                                         "{ .param .b32 param0; call.uni f, (param0); } ret; }"))
+    with pytest.raises(KernelFault, match="stack overflow in the recursion of 'f'"):
+        launch(endless, "k", 1, 32, mem=mem)     # a real call (isa/recursion.py), endlessly
 
 
 def test_printf_formats_in_thread_order(mem, rng):

@@ -1,0 +1,394 @@
+"""mbarrier: the split-phase barriers in shared memory that `cuda::barrier` and
+`cuda::pipeline` are built on (PTX ISA, "Parallel Synchronization and Communication
+Instructions: mbarrier").
+
+    mbarrier.init{.shared{::cta}}.b64                 [addr], count;
+    mbarrier.inval{.shared{::cta}}.b64                [addr];
+    mbarrier.arrive{.noComplete|.expect_tx}{.sem}{.scope}{.shared{::cta}}.b64
+                                                      state, [addr]{, count | txCount};
+    mbarrier.arrive_drop{...}.b64                     state, [addr]{, count | txCount};
+    mbarrier.expect_tx / complete_tx{.sem}{.scope}{.shared{::cta}}.b64  [addr], txCount;
+    mbarrier.test_wait{.parity}{.sem}{.scope}{.shared{::cta}}.b64
+                                                      waitComplete, [addr], state | parity;
+    mbarrier.try_wait{.parity}{...}.b64               waitComplete, [addr], state | parity
+                                                      {, suspendTimeHint};
+    mbarrier.pending_count.b64                        count, state;
+    cp.async.mbarrier.arrive{.noinc}{.shared{::cta}}.b64   [addr];   (asyncopy.py)
+
+The object is 8 bytes of shared memory whose encoding the ISA leaves opaque; here it is
+    bits 0-19 pending arrivals, 20-39 expected arrivals, 40 phase parity,
+    41-61 tx-count (21-bit two's complement), 62-63 the tag 0b10 of a valid object.
+Fresh shared memory (0xFF bytes), zeros, an invalidated object (mbarrier.inval writes 0)
+and ordinary data stored over it lack the tag, so using an object that mbarrier.init did
+not set up faults (CUDA_ERROR_LAUNCH_FAILED) instead of doing something plausible. The
+`state` an arrive returns is the object as it was before that arrive (same encoding), so
+waits and pending_count can check that they were given one.
+
+Semantics (the ISA's): an arrive decrements the pending count by `count` (default 1),
+arrive_drop also the expected count; expect_tx adds to the tx-count, complete_tx
+subtracts. When both pending count and tx-count are 0 the phase completes: the parity
+flips and the pending count reloads from the expected count. A wait on `state` succeeds
+once the phase that state was taken in has completed (the parity differs); a wait on
+`parity` once the phase of that parity has. What the ISA leaves undefined faults: a count
+outside 1..2^20-1, arriving with more than the pending count, a .noComplete arrive that
+completes the phase, a tx-count leaving -(2^20-1)..2^20-1, a generic address outside the
+shared window. Scopes and memory-ordering qualifiers change nothing here (every access is
+sequentially consistent); .shared::cluster is refused by name.
+
+Threads of one instruction that hit the same object are serialized in lane order by the
+engine's atomics (engine/atomics.py), so returned states form the same chain as on a GPU
+that ran them in that order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine import waits
+from ..engine.faults import KernelFault
+from ..ptx.errors import PtxError
+from ..ptx.ir import Addr, Imm, Reg, Sym
+from .addressing import SHARED_WINDOW, WINDOW_SPAN
+from .memops import address, take_space
+from .operands import Mods, unsupported
+from .registry import provide, register
+
+_U64 = np.uint64
+FIELD = (1 << 20) - 1                 # pending and expected counts, and |tx-count|
+_TX_BITS = 21
+TAG, TAG_SHIFT = 2, 62
+_SCOPE_MODS = {"relaxed", "acquire", "release", "cta", "cluster"}
+
+
+# --- the encoding -----------------------------------------------------------------------------
+
+def encode(pending, expected, phase, tx):
+    """The object's 64 bits (vectorized over uint64 arrays)."""
+    pending, expected, phase = (np.asarray(x, np.uint64) for x in (pending, expected, phase))
+    tx = np.asarray(tx, np.int64).astype(np.uint64) & _U64((1 << _TX_BITS) - 1)
+    return (pending | expected << _U64(20) | phase << _U64(40) | tx << _U64(41)
+            | _U64(TAG << TAG_SHIFT))
+
+
+def decode(word):
+    """(valid, pending, expected, phase, tx) of 64-bit words."""
+    w = np.asarray(word, np.uint64)
+    valid = (w >> _U64(TAG_SHIFT)) == _U64(TAG)
+    pending = (w & _U64(FIELD)).astype(np.int64)
+    expected = ((w >> _U64(20)) & _U64(FIELD)).astype(np.int64)
+    phase = ((w >> _U64(40)) & _U64(1)).astype(np.int64)
+    tx = ((w >> _U64(41)) & _U64((1 << _TX_BITS) - 1)).astype(np.int64)
+    tx = np.where(tx >= 1 << (_TX_BITS - 1), tx - (1 << _TX_BITS), tx)
+    return valid, pending, expected, phase, tx
+
+
+def _unpack(b):
+    """(count, tx change) packed by the emitter into one uint64 per lane."""
+    b = np.asarray(b, np.uint64)
+    return (b & _U64(0xFFFFFFFF)).astype(np.int64), (b >> _U64(32)).astype(np.uint32).view(np.int32).astype(np.int64)
+
+
+def _update(old, b, drop: bool):
+    """The object after one thread's arrive/expect_tx/complete_tx (b: count | tx << 32);
+    an invalid object or an arrive beyond the pending count is left as it was (the check
+    after the atomic faults on it)."""
+    valid, pending, expected, phase, tx = decode(old)
+    count, dtx = _unpack(b)
+    ok = valid & (count <= pending)
+    pending = pending - count
+    if drop:
+        expected = np.maximum(expected - count, 0)
+    tx = tx + dtx
+    done = (pending == 0) & (tx == 0)
+    new = encode(np.where(done, expected, pending), expected, phase ^ done, np.where(done, 0, tx))
+    return np.where(ok, new, np.asarray(old, np.uint64))
+
+
+def _init(old, b):
+    count = np.asarray(b, np.uint64)
+    return encode(count, count, np.zeros_like(count), np.zeros(count.shape, np.int64))
+
+
+def _inval(old, b):
+    return np.zeros(np.shape(old), np.uint64)
+
+
+STEPS = {"arrive": lambda old, b: _update(old, b, False),
+         "arrive_drop": lambda old, b: _update(old, b, True),
+         "init": _init, "inval": _inval}
+
+
+# --- runtime --------------------------------------------------------------------------------
+
+def _fault(C, active, bad, iid, what: str) -> None:
+    """Raise for the first current lane in `bad` (a mask over the active lanes)."""
+    j = int(np.flatnonzero(bad)[0])
+    lanes = C.batch_lanes(active, None)
+    ins = C.ck.instructions[iid]
+    raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
+                      f"{C.name}: {what} (undefined behaviour on a GPU) by "
+                      f"{C.who_batch(int(lanes[j]))}, PTX line {ins.line}: {ins.text}")
+
+
+def _lanes(C, x, active, dtype):
+    x = np.broadcast_to(np.asarray(x, dtype), (C.n,))
+    return x if active is None else x[active]
+
+
+def _shared_offsets(C, addr, generic: bool, active, iid):
+    """Shared-window offsets of the objects (over the current lanes)."""
+    a = np.broadcast_to(np.asarray(addr, np.uint64), (C.n,))
+    if not generic:
+        return a
+    mine = _lanes(C, a, active, np.uint64)
+    outside = (mine < _U64(SHARED_WINDOW)) | (mine >= _U64(SHARED_WINDOW + WINDOW_SPAN))
+    if outside.any():
+        _fault(C, active, outside, iid,
+               f"mbarrier object at generic address {int(mine[np.argmax(outside)]):#x}, "
+               f"outside shared memory")
+    return a - _U64(SHARED_WINDOW)
+
+
+def _check_state(C, active, words, iid, what: str) -> None:
+    valid = decode(_lanes(C, words, active, np.uint64))[0]
+    if not valid.all():
+        _fault(C, active, ~valid, iid, what)
+
+
+def mbar_update(C, kind: str, generic: bool, addr, b, nocomplete: bool, iid: int, guard):
+    """One init/inval/arrive/arrive_drop/expect_tx/complete_tx instruction; returns the
+    states (the objects before each thread's step) over the current lanes."""
+    active, any_active = C.active_with(guard)
+    if not any_active:
+        return np.zeros(C.n, np.uint64)
+    off = _shared_offsets(C, addr, generic, active, iid)
+    if kind == "init":
+        count = _lanes(C, b, active, np.uint64)
+        bad = (count < 1) | (count > _U64(FIELD))
+        if bad.any():
+            _fault(C, active, bad, iid, f"mbarrier.init with count {int(count[np.argmax(bad)])}, "
+                                        f"outside 1..{FIELD}")
+    C.mbar_updates += 1
+    old = C.atom("shared", off, STEPS[kind], "b64", b, None, iid, guard)
+    if kind == "init":
+        return old
+    _check_state(C, active, old, iid, "mbarrier object not initialised by mbarrier.init "
+                                      "(or invalidated)")
+    if kind == "inval":
+        return old
+    _, pending, _, _, tx = decode(_lanes(C, old, active, np.uint64))
+    count, dtx = _unpack(_lanes(C, b, active, np.uint64))
+    if (count > pending).any():
+        bad = count > pending
+        j = int(np.argmax(bad))
+        _fault(C, active, bad, iid, f"mbarrier arrive with count {int(count[j])} while only "
+                                    f"{int(pending[j])} arrivals are pending")
+    out_of_range = np.abs(tx + dtx) > FIELD
+    if out_of_range.any():
+        _fault(C, active, out_of_range, iid, "mbarrier tx-count outside "
+                                              f"-{FIELD}..{FIELD}")
+    if nocomplete:
+        completes = (pending == count) & (tx + dtx == 0)
+        if completes.any():
+            _fault(C, active, completes, iid, "mbarrier.arrive.noComplete completed the phase")
+    return old
+
+
+def is_wait(ins) -> bool:
+    """test_wait / try_wait: alone in a basic block, so a failed one can yield (engine/waits.py)."""
+    return ins.opcode == "mbarrier" and ("test_wait" in ins.mods or "try_wait" in ins.mods)
+
+
+def mbar_wait(C, generic: bool, addr, token, parity: bool, iid: int, guard):
+    """test_wait/try_wait: True where the phase of `token` (a state, or a parity) is over.
+    Tells the scheduler which lanes failed (engine/waits.py)."""
+    C.wait_failed = None
+    active, any_active = C.active_with(guard)
+    if not any_active:
+        return np.zeros(C.n, bool)
+    off = _shared_offsets(C, addr, generic, active, iid)
+    words = C.load_space("shared", off, 8, 1, iid, guard)
+    _check_state(C, active, words, iid, "mbarrier object not initialised by mbarrier.init "
+                                        "(or invalidated)")
+    if parity:
+        phase_of_token = np.asarray(token, np.uint32).astype(np.int64) & 1
+    else:
+        _check_state(C, active, token, iid, "mbarrier wait on a state that no mbarrier.arrive "
+                                            "returned")
+        phase_of_token = decode(token)[3]
+    done = np.broadcast_to(decode(words)[3] != phase_of_token, (C.n,))
+    failed = ~done if active is None else ~done & active
+    if C.lanes is not None:                     # divergent path: failed lanes park
+        C.wait_failed = failed
+    elif guard is None and failed.any() and np.array_equal(failed, _all(C, active)):
+        waits.converged_stall(C, iid)
+    return done
+
+
+def _all(C, active):
+    return np.ones(C.n, bool) if active is None else active
+
+
+def mbar_pending(C, state, iid: int, guard):
+    active, any_active = C.active_with(guard)
+    if any_active:
+        _check_state(C, active, state, iid, "mbarrier.pending_count of a state that no "
+                                            "mbarrier.arrive returned")
+    return decode(state)[1].astype(np.uint32)
+
+
+provide(_mbar_update=mbar_update, _mbar_wait=mbar_wait, _mbar_pending=mbar_pending)
+
+
+# --- emitters -------------------------------------------------------------------------------
+
+_FORMS = {"init", "inval", "arrive", "arrive_drop", "expect_tx", "complete_tx", "test_wait",
+          "try_wait", "pending_count"}
+
+
+def _mods(ins):
+    """(form, space, variant modifiers) after refusing what the emulator cannot run."""
+    m = Mods(ins)
+    form = m.take(*_FORMS)
+    if form is None:
+        raise unsupported(ins, "mbarrier form")
+    extra = {x for x in ("expect_tx", "noComplete", "parity") if m.take(x)}
+    m.take_all(_SCOPE_MODS)
+    space = take_space(ins, m, "shared")
+    m.one_type({"b64"})
+    m.done()
+    return form, space, extra
+
+
+def _address(g, ins, op, space):
+    if not isinstance(op, Addr):
+        raise PtxError(ins.line, f"mbarrier needs an [address] operand: {ins.text}")
+    g.ck.uses_shared = True
+    return address(g, ins, op, space or "generic")
+
+
+def _value(g, ins, op, ptype="u32"):
+    if isinstance(op, Imm) and op.is_float:
+        raise PtxError(ins.line, f"mbarrier takes integer operands: {ins.text}")
+    return g.read(ins, op, ptype)
+
+
+def _sink(op):
+    return None if isinstance(op, Sym) and op.name == "_" else op
+
+
+def emit_mbarrier(g, ins) -> None:
+    form, space, extra = _mods(ins)
+    ops = list(ins.operands)
+    guard = g.guard(ins)
+    gexpr = guard if guard is not None else "None"
+    generic = space is None
+    if form == "pending_count":
+        if len(ops) != 2:
+            raise PtxError(ins.line, f"mbarrier.pending_count takes count, state: {ins.text}")
+        iid = g.ns["_register_instruction"](ins)
+        g.write(ins, ops[0], f"_mbar_pending(C, {_value(g, ins, ops[1], 'b64')}, {iid}, {gexpr})",
+                "u32", guard)
+        return
+    if form in ("test_wait", "try_wait"):
+        _emit_wait(g, ins, form, ops, extra, generic, gexpr, guard, space)
+        return
+    dest = None
+    if form in ("arrive", "arrive_drop"):
+        if len(ops) not in (2, 3):
+            raise PtxError(ins.line, f"mbarrier.{form} takes state, [addr] and an optional "
+                                     f"count: {ins.text}")
+        dest = _sink(ops.pop(0))
+    want = {"init": 2, "inval": 1, "expect_tx": 2, "complete_tx": 2}.get(form)
+    if want is not None and len(ops) != want:
+        raise PtxError(ins.line, f"mbarrier.{form} takes {want} operands: {ins.text}")
+    a = _address(g, ins, ops[0], space)
+    arg = _value(g, ins, ops[1]) if len(ops) > 1 else None
+    b, kind = _packed(g, ins, form, extra, arg)
+    iid = g.ns["_register_instruction"](ins)
+    call = (f"_mbar_update(C, {kind!r}, {generic}, {a}, {b}, {'noComplete' in extra}, "
+            f"{iid}, {gexpr})")
+    if dest is None:
+        g.emit(call)
+    else:
+        g.write(ins, dest, call, "u64", guard)
+
+
+def _packed(g, ins, form, extra, arg):
+    """(expression of count | tx << 32, update kind) of an updating form."""
+    if form == "init":
+        return f"_U64({arg})", "init"
+    if form == "inval":
+        return g.const(np.uint64(0)), "inval"
+    if form in ("expect_tx", "complete_tx"):
+        tx = f"_U64({arg})" if form == "expect_tx" else f"(_U64(0) - _U64({arg}))"
+        return f"(({tx} & _U64(0xFFFFFFFF)) << _U64(32))", "arrive"
+    if "expect_tx" in extra:                       # arrive.expect_tx: count 1, txCount
+        if arg is None or "noComplete" in extra:
+            raise PtxError(ins.line, f"mbarrier.{form}.expect_tx takes state, [addr], "
+                                     f"txCount: {ins.text}")
+        return f"(_U64(1) | (_U64({arg}) << _U64(32)))", form
+    if "noComplete" in extra and arg is None:
+        raise PtxError(ins.line, f"mbarrier.{form}.noComplete needs a count: {ins.text}")
+    if arg is None:
+        return g.const(np.uint64(1)), form
+    guard = g.guard(ins)
+    return (f"_mbar_count(C, {arg}, {g.ns['_register_instruction'](ins)}, "
+            f"{guard if guard is not None else 'None'})"), form
+
+
+def mbar_count(C, count, iid: int, guard):
+    """An arrive's count operand, checked to lie in 1..2^20-1 on the arriving lanes."""
+    c = np.asarray(count, np.uint32)
+    active, any_active = C.active_with(guard)
+    if any_active:
+        bad = _lanes(C, (c < 1) | (c > FIELD), active, bool)
+        if bad.any():
+            _fault(C, active, bad, iid, f"mbarrier arrive count outside 1..{FIELD}")
+    return c.astype(np.uint64)
+
+
+provide(_mbar_count=mbar_count)
+
+
+def _emit_wait(g, ins, form, ops, extra, generic, gexpr, guard, space):
+    if len(ops) not in ((3, 4) if form == "try_wait" else (3,)):
+        raise PtxError(ins.line, f"mbarrier.{form} takes waitComplete, [addr], "
+                                 f"{'phaseParity' if 'parity' in extra else 'state'}"
+                                 f"{', suspendTimeHint' if form == 'try_wait' else ''}: {ins.text}")
+    if "expect_tx" in extra or "noComplete" in extra:
+        raise unsupported(ins, "modifier on a wait")
+    if len(ops) == 4:
+        _value(g, ins, ops[3])                    # the time hint: every wait here is brief
+    dest = ops[0]
+    if not isinstance(dest, Reg):
+        raise PtxError(ins.line, f"mbarrier.{form} writes a predicate: {ins.text}")
+    a = _address(g, ins, ops[1], space)
+    parity = "parity" in extra
+    token = _value(g, ins, ops[2], "u32" if parity else "b64")
+    iid = g.ns["_register_instruction"](ins)
+    g.write(ins, dest, f"_mbar_wait(C, {generic}, {a}, {token}, {parity}, {iid}, {gexpr})",
+            "pred", guard)
+
+
+def emit_cp_async_arrive(g, ins, m) -> None:
+    """cp.async.mbarrier.arrive{.noinc}: an arrive-on triggered when the thread's earlier
+    cp.async copies complete. They completed at issue (asyncopy.py), so it happens now:
+    with .noinc it is an arrive with count 1; without, the ISA first adds 1 to the pending
+    count, so the pair leaves the counts as they were (the object must still be valid)."""
+    noinc = m.take("noinc")
+    space = take_space(ins, m, "shared")
+    m.one_type({"b64"})
+    m.done()
+    if len(ins.operands) != 1:
+        raise PtxError(ins.line, f"cp.async.mbarrier.arrive takes [addr]: {ins.text}")
+    guard = g.guard(ins)
+    a = _address(g, ins, ins.operands[0], space)
+    b = g.const(np.uint64(1 if noinc else 0))
+    iid = g.ns["_register_instruction"](ins)
+    g.emit(f"_mbar_update(C, 'arrive', {space is None}, {a}, {b}, False, {iid}, "
+           f"{guard if guard is not None else 'None'})")
+
+
+register(emit_mbarrier, "mbarrier")
+
+__all__ = ["encode", "decode", "emit_mbarrier", "emit_cp_async_arrive", "mbar_update", "mbar_wait"]

@@ -1,0 +1,93 @@
+"""Conformance: cuda::barrier and cuda::pipeline (mbarrier underneath), compiled in every
+build (conformance_support.BUILDS, and clang where installed), against numpy on random
+inputs with poisoned outputs: producers and consumers of one block meeting at a barrier
+(whichever half the compiler lays out first), arrive_and_drop, a two-stage block pipeline
+of memcpy_async, and a barrier that completes a memcpy_async.
+"""
+import numpy as np
+
+from conformance_support import download, poisoned_device, upload
+
+BARRIER = r"""
+#include <cuda/barrier>
+#include <cuda/pipeline>
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void produce_consume(const float* in, float* out, int consumers_first) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    __shared__ float s[32];
+    if (threadIdx.x == 0) init(&bar, blockDim.x);
+    __syncthreads();
+    unsigned t = threadIdx.x, half = blockDim.x / 2;
+    bool consumer = consumers_first ? t < half : t >= half;
+    unsigned i = consumer == (bool)consumers_first ? t : t - half;
+    if (consumer) {
+        bar.arrive_and_wait();
+        out[blockIdx.x * half + i] = s[i];
+    } else {
+        s[i] = in[blockIdx.x * half + i] * 3.0f;
+        (void)bar.arrive();
+    }
+}
+extern "C" __global__ void dropouts(float* out) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    if (threadIdx.x == 0) init(&bar, blockDim.x);
+    __syncthreads();
+    if (threadIdx.x < 32) { bar.arrive_and_drop(); return; }
+    bar.arrive_and_wait();
+    bar.arrive_and_wait();
+    out[threadIdx.x] = 1.0f + threadIdx.x;
+}
+extern "C" __global__ void pipelined_sum(const float* in, float* out, int n) {
+    __shared__ float s[2][64];
+    __shared__ cuda::pipeline_shared_state<cuda::thread_scope_block, 2> st;
+    auto block = cg::this_thread_block();
+    auto pipe = cuda::make_pipeline(block, &st);
+    float acc = 0;
+    for (int i = 0; i < n; ++i) {
+        pipe.producer_acquire();
+        cuda::memcpy_async(block, s[i % 2], in + 64 * i, sizeof(float) * 64, pipe);
+        pipe.producer_commit();
+        pipe.consumer_wait();
+        acc += s[i % 2][(threadIdx.x + 1) % 64];
+        pipe.consumer_release();
+    }
+    out[threadIdx.x] = acc;
+}
+extern "C" __global__ void barrier_copy(const float* in, float* out) {
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    __shared__ float s[64];
+    auto block = cg::this_thread_block();
+    if (block.thread_rank() == 0) init(&bar, block.size());
+    block.sync();
+    cuda::memcpy_async(block, s, in, sizeof(float) * 64, bar);
+    bar.arrive_and_wait();
+    out[threadIdx.x] = s[63 - threadIdx.x];
+}
+"""
+
+
+def test_barriers_and_pipelines(driver, any_build, rng):
+    """Every kernel from one module load (decoding a -G build is most of the cost)."""
+    mod = any_build.load(BARRIER, "cuda_barrier")
+    grid = 2
+    for consumers_first in (1, 0):
+        x = rng.standard_normal(grid * 32).astype(np.float32)
+        out = poisoned_device(grid * 32, np.float32)
+        mod.get_function("produce_consume").launch(grid, 64, (upload(x), out, consumers_first))
+        np.testing.assert_array_equal(download(out, grid * 32, np.float32), x * np.float32(3))
+    out = poisoned_device(96, np.float32)
+    mod.get_function("dropouts").launch(1, 96, (out,))
+    np.testing.assert_array_equal(download(out, 96, np.float32)[32:],
+                                  1 + np.arange(32, 96, dtype=np.float32))
+    n = 3
+    x = rng.standard_normal(64 * n).astype(np.float32)
+    out = poisoned_device(64, np.float32)
+    mod.get_function("pipelined_sum").launch(1, 64, (upload(x), out, n))
+    acc = np.zeros(64, np.float32)
+    for row in x.reshape(n, 64)[:, (np.arange(64) + 1) % 64]:   # the kernel's order of sums
+        acc = acc + row
+    np.testing.assert_array_equal(download(out, 64, np.float32), acc)
+    out = poisoned_device(64, np.float32)
+    mod.get_function("barrier_copy").launch(1, 64, (upload(x[:64]), out))
+    np.testing.assert_array_equal(download(out, 64, np.float32), x[:64][::-1])
