@@ -15,7 +15,8 @@ Beside each op: numpy's op on arrays of the same size, torch's CPU eager op when
 happens to be installed (never a dependency), and the bare ctypes call of the stub with
 cuLaunchKernel's 11 arguments (the floor of any launch from Python). Each figure is the
 median of --runs runs of --number calls, in microseconds per call; the spread (min-max over
-the runs) says how noisy the machine was.
+the runs) says how noisy the machine was. ll/ctypes is the ratio to the bare call, timed
+back to back in each run (with its spread): on a shared machine it moves less than the times.
 """
 import argparse
 import ctypes
@@ -81,6 +82,21 @@ def per_call_us(fn, number: int, runs: int) -> tuple[float, float, float]:
     fn()                                           # loads, plans and caches: not timed
     times = [t / number * 1e6 for t in timeit.repeat(fn, number=number, repeat=runs)]
     return statistics.median(times), min(times), max(times)
+
+
+def paired_ratio(fn, bare, number: int, runs: int) -> tuple[float, float, float]:
+    """(median, min, max) over `runs` of fn's time per call over the bare call's, each run
+    timing both back to back: on a machine shared with other work, the load of the moment
+    slows both alike, so the ratio is steadier than either time."""
+    fn()
+    ratios, short = [], max(1, number // 4)
+    for _ in range(runs):
+        # each the best of 4 short timings: a run that another process preempted part of
+        # the time keeps its unpreempted parts
+        ours = min(timeit.repeat(fn, number=short, repeat=4))
+        floor = min(timeit.repeat(bare, number=short, repeat=4))
+        ratios.append(ours / floor)
+    return statistics.median(ratios), min(ratios), max(ratios)
 
 
 def lowlevel_ops():
@@ -158,7 +174,8 @@ def main() -> None:
     if bare:
         print(f"bare ctypes call with cuLaunchKernel's 11 arguments: {bare[0]:.2f} us")
     print(f"{'op':14s} {'lowlevel':>8s} {'spread':>13s} {'target':>7s} {'met':>4s} {'numpy':>8s} {'ll/np':>7s} "
-          f"{'torch':>8s} {'ll/torch':>8s} {'ll/ctypes':>9s}")
+          f"{'torch':>8s} {'ll/torch':>8s} {'ll/ctypes':>9s} {'spread':>11s}")
+    bare_call = bare_launch_call(launch) if stubbed else None
     for name, fn in ops.items():
         ll_t = per_call_us(fn, opts.number, opts.runs)
         np_t = per_call_us(np_ops[name], opts.number, opts.runs)
@@ -168,9 +185,12 @@ def main() -> None:
         spread = f"{ll_t[1]:.1f}-{ll_t[2]:.1f}"
         if not stubbed and name != "a + b (cpu)":
             met = "n/a"                            # real launches: the target is for the stubbed path
-        cuda_op = name != "a + b (cpu)"
+        # the ratio to the bare ctypes call, timed back to back run by run (steadier under load)
+        paired = paired_ratio(fn, bare_call, opts.number, opts.runs) if bare_call and name != "a + b (cpu)" else None
+        shown = f"{paired[0]:8.1f}x" if paired else f"{'-':>9s}"
+        ratio_spread = f"{paired[1]:.1f}-{paired[2]:.1f}" if paired else "-"
         print(f"{name:14s} {show(ll_t)} {spread:>13s} {target:7.1f} {met:>4s} {show(np_t)} {ratio(ll_t, np_t)} "
-              f"{show(th_t)} {ratio(ll_t, th_t):>8s} {ratio(ll_t, bare) if cuda_op else '-':>9s}")
+              f"{show(th_t)} {ratio(ll_t, th_t):>8s} {shown} {ratio_spread:>11s}")
     graph_section(opts.driver, opts.runs, opts.number)
 
 

@@ -7,6 +7,7 @@ import numpy as np
 from ..dispatch import CPU, register_kernel
 from ..frontend import dtypes as dt
 from ..frontend.creation import from_numpy_values
+from ..frontend.shapes import contiguous_strides
 from ..frontend.tensor import Tensor
 
 
@@ -26,14 +27,52 @@ _UNARY = {"neg": np.negative, "exp": np.exp, "sqrt": np.sqrt, "rsqrt": lambda v:
           "relu": lambda v: np.where(np.isnan(v), v, np.maximum(v, 0)).astype(v.dtype)}
 
 
+_direct: dict = {}          # (ufunc, dtype, shape) -> (strides, nbytes) of the output, or None
+
+
+def _direct_output(fn, x: Tensor):
+    """(strides, nbytes) of a new contiguous tensor of x's shape and dtype that `fn` (a
+    ufunc of operands of x's dtype) may write into directly, or None: when numpy computes
+    `fn` in x's dtype itself (checked once, by one element), writing there gives the values
+    result() would have copied there. bfloat16 and bool are never written directly."""
+    key = (fn, x.dtype, x.shape)
+    found = _direct.get(key, False)
+    if found is False:
+        found, dtype = None, x.dtype
+        if isinstance(fn, np.ufunc) and dtype is not dt.bfloat16 and dtype is not dt.bool_:
+            with np.errstate(all="ignore"):
+                answer = fn(*[np.ones(1, dtype.storage)] * fn.nin)
+            if answer.dtype == dtype.storage:
+                found = (contiguous_strides(x.shape), x.numel() * dtype.itemsize)
+        if len(_direct) >= 4096:
+            _direct.clear()
+        _direct[key] = found
+    return found
+
+
+@np.errstate(all="ignore")          # as a decorator: the error state set per call, thread-safely
+def _into(fn, out: np.ndarray, *operands) -> None:
+    fn(*operands, out=out)
+
+
 def _register_elementwise():
     for name, fn in _BINARY.items():
         def kernel(a, b, fn=fn):
+            layout = _direct_output(fn, a) if a.shape == b.shape else None
+            if layout is not None:
+                out = Tensor.new_host(a.shape, *layout, a.dtype, a.device)
+                _into(fn, out.host_view(), a.host_view(), b.host_view())
+                return out
             with np.errstate(all="ignore"):
                 return result(fn(values(a), values(b)), a)
         register_kernel(name, CPU, kernel, name=name)
     for name, fn in _UNARY.items():
         def kernel(x, fn=fn):
+            layout = _direct_output(fn, x)
+            if layout is not None:
+                out = Tensor.new_host(x.shape, *layout, x.dtype, x.device)
+                _into(fn, out.host_view(), x.host_view())
+                return out
             with np.errstate(all="ignore"):
                 return result(fn(values(x)), x)
         register_kernel(name, CPU, kernel, name=name)

@@ -17,13 +17,26 @@ in segments and handed out in blocks:
     stream comes from the graph's private pool (a GraphPool): the graph's replays write
     those addresses, so neither eager work nor another graph gets them while the graph
     lives. Memory freed into it stays in it; release_pool() returns it when the graph goes.
+
+A tensor's storage hands its block back by `free_later` (a finalizer may run anywhere, even
+inside this allocator's lock): the block waits in `returned` and is freed at the
+allocator's next safe point (an allocation, stats(), empty_cache()) that is also one of
+lowlevel's (no host callback running, no capture open: context.releases_allowed()).
+
+The fast path: a freed block (used on no other stream) is first kept whole on a free list
+of its pool (its stream's, or its graph's) and exact rounded size, so that the next request of that size on that
+stream takes it in O(1), with no split and no merge (the loop of a program that makes the
+same tensors over and over). A request that finds no block of its size there first merges
+that stream's kept blocks back into its pool, then searches as above: nothing is lost to
+the fast path, and the driver is asked for a segment only when merged memory does not fit.
 """
+import collections
 import ctypes
 import threading
 
 from ..capi.constants import STREAM_CAPTURE_MODE
 from . import context
-from .context import ensure_context
+from .context import ensure_context, releases_allowed
 from .memory import mem_alloc
 from .stream import Event
 
@@ -85,7 +98,10 @@ class CachingAllocator:
 
     def __init__(self):
         self._lock = threading.RLock()
-        self._free: dict[tuple[int, bool], list[Block]] = {}   # (stream, small) -> free blocks
+        self._free: dict[tuple, list[Block]] = {}   # (pool key, small) -> free blocks
+        self._kept: dict[tuple, list[Block]] = {}   # (pool key, size) -> freed whole, unmerged
+        self._released: list = []                   # allocations to free outside the lock
+        self.returned: collections.deque = collections.deque()  # dropped by their storage: free_later
         self._pending: list[Block] = []                         # freed, waiting for events
         self._segments: list[_Segment] = []
         self.allocated = 0          # bytes in blocks handed out
@@ -96,20 +112,41 @@ class CachingAllocator:
 
     # -- allocate ---------------------------------------------------------------------------
     def allocate(self, nbytes: int, stream=None) -> Block:
+        return self.allocate_on(nbytes, 0 if stream is None else stream.handle)
+
+    def allocate_on(self, nbytes: int, handle: int) -> Block:
+        """allocate() for the handle of a stream (0: the legacy default stream) already read."""
         size = max(ROUND, -(-nbytes // ROUND) * ROUND)
-        handle = 0 if stream is None else stream.handle
-        small = size < SMALL_LIMIT
         with self._lock:
+            # The pool key: the stream's handle, or the GraphPool of a capturing stream.
             pool = self._capturing.get(handle, handle) if self._capturing else handle
+            if self.returned and releases_allowed():
+                self._free_returned()
             # cuEventQuery may not be called during a (global) capture: freed blocks that
             # wait for events stay pending until no graph captures.
             if self._pending and not self._capturing:
                 self._release_passed_events()
-            block = self._take_free(size, pool, small) or self._new_segment(size, handle, small, pool)
+            kept = self._kept.get((pool, size))
+            if kept:
+                block = kept.pop()                  # the fast path: a whole block of this size
+            else:
+                small = size < SMALL_LIMIT
+                self._merge_kept(pool)
+                block = self._take_free(size, pool, small) or self._new_segment(size, handle, small, pool)
             block.free = False
             self.allocated += block.size
-            self.peak = max(self.peak, self.allocated)
-            return block
+            if self.allocated > self.peak:
+                self.peak = self.allocated
+        if self._released:
+            self._free_released()
+        return block
+
+    def _merge_kept(self, pool) -> None:
+        """Return the blocks kept whole for pool key `pool` (None: every pool) to their
+        free lists, merging them with their free neighbours."""
+        for key in [k for k, blocks in self._kept.items() if blocks and (pool is None or k[0] == pool)]:
+            for block in self._kept.pop(key):
+                self._return(block)
 
     def _take_free(self, size: int, key, small: bool) -> Block | None:
         pool = self._free.get((key, small))
@@ -157,58 +194,79 @@ class CachingAllocator:
         block = Block(segment, allocation.ptr, seg_size, stream)
         return self._split(block, size, self._free.setdefault((pool, small), []))
 
-    # -- graph pools ------------------------------------------------------------------------
-    def begin_pool(self, stream, pool: GraphPool) -> None:
-        """From now on, allocations on `stream` (a capturing one) come from `pool`."""
-        with self._lock:
-            self._capturing[stream.handle] = pool
-
-    def end_pool(self, stream) -> None:
-        """Allocations on `stream` come from its own pool again (the capture ended)."""
-        with self._lock:
-            self._capturing.pop(stream.handle, None)
-
-    def release_pool(self, pool: GraphPool) -> None:
-        """The graph of `pool` is gone: its wholly free segments go back to the driver now
-        (cuMemFree waits for replays still running), the others when their last block is
-        freed."""
-        with self._lock:
-            pool.dead = True
-            release = self._take_dead_segments()
-        for allocation in release:
-            allocation.free()
-
     # -- free -------------------------------------------------------------------------------
     def record_stream(self, block: Block, stream) -> None:
         """Note that work on `stream` (not the block's own) uses `block`."""
         if stream is not None and stream.handle != block.stream:
             block.other_streams.add(stream)
 
-    def free(self, block: Block) -> None:
-        if context.shutting_down:
-            return
-        with self._lock:
-            if block.free:
-                raise RuntimeError(f"double free of {block!r}")
+    def free_later(self, block: Block) -> None:
+        """Free `block` at the allocator's next safe point: what a finalizer calls (a deque's
+        append takes no lock of lowlevel's, wherever the collector runs it)."""
+        self.returned.append(block)
+
+    def _free_returned(self) -> None:
+        """Free the blocks free_later queued (with the lock held, at a safe point); an error
+        (a broken context) is dropped, as the context's queued releases drop theirs."""
+        returned, kept = self.returned, self._kept
+        while returned:
+            try:
+                block = returned.popleft()
+            except IndexError:              # another thread took the last one
+                return
+            pool = block.segment.pool
+            if block.free or block.other_streams or context.shutting_down or type(pool) is GraphPool:
+                try:
+                    self._free_locked(block)        # the double free, the events, the exit, graphs
+                except Exception:
+                    pass
+                continue
+            # _free_locked's common case, inline: kept whole for its pool and size
             block.free = True
             self.allocated -= block.size
-            pool = block.segment.pool
-            if isinstance(pool, GraphPool):
-                # No other stream's order matters: nothing but this graph's (later) captures
-                # takes from its pool, and a dead pool's memory goes back to the driver.
-                block.other_streams = set()
-                self._return(block)
-                release = self._take_dead_segments() if pool.dead else []
-            elif block.other_streams:
-                block.events = [Event(timing=False).record(s) for s in block.other_streams]
-                block.other_streams = set()
-                self._pending.append(block)
-                release = []
-            else:
-                self._return(block)
-                release = []
-        for allocation in release:      # outside the lock, as in empty_cache
+            blocks = kept.get((pool, block.size))
+            if blocks is None:
+                blocks = kept[(pool, block.size)] = []
+            blocks.append(block)
+
+    def free(self, block: Block) -> None:
+        with self._lock:
+            self._free_locked(block)
+        if self._released:
+            self._free_released()
+
+    def _free_released(self) -> None:
+        """cuMemFree the segments of dead graph pools taken under the lock, outside it (as
+        in empty_cache: cuMemFree waits for the device)."""
+        with self._lock:
+            release, self._released = self._released, []
+        for allocation in release:
             allocation.free()
+
+    def _free_locked(self, block: Block) -> None:
+        if context.shutting_down:
+            return
+        if block.free:
+            raise RuntimeError(f"double free of {block!r}")
+        block.free = True
+        self.allocated -= block.size
+        pool = block.segment.pool
+        if type(pool) is GraphPool:
+            # No other stream's order matters: nothing but this graph's (later) captures
+            # takes from its pool, and a dead pool's memory goes back to the driver.
+            block.other_streams = set()
+            self._return(block)
+            if pool.dead:
+                self._released += self._take_dead_segments()
+        elif block.other_streams:
+            block.events = [Event(timing=False).record(s) for s in block.other_streams]
+            block.other_streams = set()
+            self._pending.append(block)
+        else:
+            kept = self._kept.get((pool, block.size))
+            if kept is None:
+                kept = self._kept[(pool, block.size)] = []
+            kept.append(block)
 
     def _release_passed_events(self) -> None:
         still = []
@@ -233,6 +291,27 @@ class CachingAllocator:
                 block = first
         pool.append(block)
 
+    # -- graph pools ------------------------------------------------------------------------
+    def begin_pool(self, stream, pool: GraphPool) -> None:
+        """From now on, allocations on `stream` (a capturing one) come from `pool`."""
+        with self._lock:
+            self._capturing[stream.handle] = pool
+
+    def end_pool(self, stream) -> None:
+        """Allocations on `stream` come from its own pool again (the capture ended)."""
+        with self._lock:
+            self._capturing.pop(stream.handle, None)
+
+    def release_pool(self, pool: GraphPool) -> None:
+        """The graph of `pool` is gone: its wholly free segments go back to the driver now
+        (cuMemFree waits for replays still running), the others when their last block is
+        freed."""
+        with self._lock:
+            pool.dead = True
+            self._released += self._take_dead_segments()
+        self._free_released()
+
+    # -- giving memory back -----------------------------------------------------------------
     def _take_whole_segments(self, wanted) -> list:
         """Remove the wholly free segments for which `wanted(segment)` holds; their
         allocations, to be freed outside the lock."""
@@ -259,17 +338,23 @@ class CachingAllocator:
         """Give every wholly free segment back to the driver (cuMemFree synchronises); a
         live graph's pool keeps its memory (its replays write there)."""
         with self._lock:
+            if releases_allowed():
+                self._free_returned()
             if not self._capturing:
                 self._release_passed_events()
-            release = self._take_whole_segments(
+            self._merge_kept(None)
+            self._released += self._take_whole_segments(
                 lambda seg: not isinstance(seg.pool, GraphPool) or seg.pool.dead)
         # Outside the lock: cuMemFree waits for the device, and a stream worker that drops
         # a tensor meanwhile must be able to return its block.
-        for allocation in release:
-            allocation.free()
+        self._free_released()
 
     def stats(self) -> dict:
-        graphs = sum(seg.allocation.size for seg in self._segments if isinstance(seg.pool, GraphPool))
+        with self._lock:
+            if self.returned and releases_allowed():
+                self._free_returned()
+            graphs = sum(seg.allocation.size for seg in self._segments if isinstance(seg.pool, GraphPool))
+        self._free_released()
         return {"allocated": self.allocated, "reserved": self.reserved, "peak": self.peak,
                 "segments": len(self._segments), "driver_allocs": self.driver_allocs,
                 "graph_reserved": graphs}
@@ -297,6 +382,12 @@ _lock = threading.Lock()
 def get_allocator() -> CachingAllocator:
     """The caching allocator of the current device context."""
     drv, ctx = ensure_context()
+    return allocator_of(drv, ctx)
+
+
+def allocator_of(drv, ctx) -> CachingAllocator:
+    """The caching allocator of context `ctx` of driver `drv` (as ensure_context returns
+    them), in its current generation: for a caller that has looked the context up already."""
     key = (id(drv), ctx.ordinal, ctx.generation)
     alloc = _allocators.get(key)            # made once per context: the lock only to make it
     if alloc is None:

@@ -33,14 +33,25 @@ class _PrimaryContext:
 
 
 _contexts: dict[tuple[int, int], _PrimaryContext] = {}     # (id(driver), device) -> context
-_current_device = threading.local()
-_thread_current = threading.local()          # .context: (driver id, handle, generation) set here
+class _CurrentDevice(threading.local):
+    ordinal = 0                  # the class default: a thread that never chose a device has 0
+
+
+class _ThreadContext(threading.local):
+    context = None               # (driver id, handle, generation) last made current on this thread
+
+
+# Thread-local state with class defaults: reading an attribute a thread never set finds the
+# default instead of raising and catching AttributeError inside getattr (ensure_context runs
+# once per op, so that costs a few tenths of a microsecond per op).
+_current_device = _CurrentDevice()
+_thread_current = _ThreadContext()
 _lock = threading.Lock()
 shutting_down = False
 
 
 def current_device_ordinal() -> int:
-    return getattr(_current_device, "ordinal", 0)
+    return _current_device.ordinal
 
 
 def _primary(drv: Driver, ordinal: int) -> _PrimaryContext:
@@ -65,7 +76,7 @@ def _make_current(drv: Driver, ctx: _PrimaryContext) -> None:
     # The driver's current context is per thread; remember what this thread last made current
     # (per driver and context generation), so switching devices or drivers sets it again.
     want = (id(drv), ctx.handle, ctx.generation)
-    if getattr(_thread_current, "context", None) != want:
+    if _thread_current.context != want:
         drv.cuCtxSetCurrent(ctx.handle)
         _thread_current.context = want
 
@@ -76,10 +87,11 @@ def ensure_context() -> tuple[Driver, _PrimaryContext]:
     Every call into lowlevel passes here first, holding no lock of lowlevel's: the safe
     point where releases queued by finalizers are carried out."""
     drv = get_driver()
-    ctx = _contexts.get((id(drv), getattr(_current_device, "ordinal", 0))) or _primary(drv, current_device_ordinal())
-    if getattr(_thread_current, "context", None) != (id(drv), ctx.handle, ctx.generation):
+    ordinal = _current_device.ordinal
+    ctx = _contexts.get((id(drv), ordinal)) or _primary(drv, ordinal)
+    if _thread_current.context != (id(drv), ctx.handle, ctx.generation):
         _make_current(drv, ctx)
-    if _pending_releases and not in_host_callback() and not _captures[0]:
+    if _pending_releases and not _callback_state.active and not _captures[0]:    # in_host_callback(), inline
         run_pending_releases()
         _make_current(drv, ctx)     # a release makes its own context current: another device's
     return drv, ctx
@@ -90,7 +102,11 @@ def ensure_context() -> tuple[Driver, _PrimaryContext]:
 # make no CUDA call). A release may wait for the device (cuModuleUnload, cuMemFree), and the
 # device may be waiting for the very lock or thread the finalizer interrupted. So a
 # finalizer only queues its release; the next thread to enter lowlevel carries it out.
-_callback_state = threading.local()
+class _CallbackState(threading.local):
+    active = False               # True while this thread runs a host callback
+
+
+_callback_state = _CallbackState()
 _pending_releases: collections.deque = collections.deque()
 
 
@@ -110,8 +126,14 @@ def capture_ended() -> None:
         _captures[0] -= 1
 
 
+def releases_allowed() -> bool:
+    """Whether this thread is at a safe point for queued releases: in no host callback, and
+    no cuda.capture block of lowlevel's is open (what ensure_context checks before it runs them)."""
+    return not _callback_state.active and not _captures[0]
+
+
 def in_host_callback() -> bool:
-    return getattr(_callback_state, "active", False)
+    return _callback_state.active
 
 
 def set_in_host_callback(active: bool) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from .. import trace
 from .checked import IntegerArguments
 from ..capi.cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
-from .context import ContextBound, ContextResource, current_device_ordinal, ensure_context, on_reset
+from .context import ContextBound, ContextResource, ensure_context, on_reset
 from .driver import Driver, show_argument
 from .memory import device_pointer as _ptr
 from .stream import stream_handle
@@ -82,6 +82,7 @@ class Cublas:
         self.description = description
         self.driver = driver
         self._functions = functions
+        self.replacements = 0       # counts replace_function calls (a prepared call rebinds after one)
         # m, n, k, lda... are C ints: one past 2**31 must not reach cuBLAS as its low bits
         self._integers = {name: IntegerArguments(name, PROTOTYPES[name][1]) for name in functions}
 
@@ -116,7 +117,17 @@ class Cublas:
         if name not in self._functions:
             raise AttributeError(f"{name} is not bound ({self.description})")
         self._functions[name] = cfunc
+        self.replacements += 1
         self.__dict__.pop(name, None)
+
+    def c_function(self, name: str):
+        """The C function called for `name` now (replace_function may change it)."""
+        return self._functions[name]
+
+    def check_integers(self, name: str, args) -> None:
+        """The range check every call of `name` makes on its integer arguments (the same
+        errors); for a caller that makes the C values once (PreparedSgemm)."""
+        self._integers[name].check(args)
 
     def bound(self) -> list[str]:
         """The names of the C functions this implementation exports, of those in PROTOTYPES."""
@@ -193,6 +204,7 @@ class Handle(ContextResource):
         h = c_void_p()
         self.lib.cublasCreate_v2(ctypes.byref(h))
         self.handle = h.value
+        self.c_handle = c_void_p(h.value)      # the same, as a C value, for prepared calls
         self.stream = None
         self.set_stream(stream)
 
@@ -248,11 +260,17 @@ def get_handle(stream=None) -> Handle:
 
     Handles are per device and per thread, as cuBLAS advises; this one is made once and
     re-pointed at whatever stream the caller is using now."""
+    drv, ctx = ensure_context()
+    return handle_in(drv, ctx, stream)
+
+
+def handle_in(drv, ctx, stream=None) -> Handle:
+    """get_handle for a caller that has just looked up the current context (ensure_context's
+    `drv, ctx`): the same handle, without a second lookup."""
     handles = getattr(_per_thread, "handles", None)
     if handles is None:
         handles = _per_thread.handles = {}
-    drv, ctx = ensure_context()
-    key = (id(drv), current_device_ordinal(), ctx.generation)
+    key = (id(drv), ctx.ordinal, ctx.generation)         # ctx is the current device's context
     h = handles.get(key)
     if h is None:
         h = handles[key] = Handle(stream)
@@ -281,6 +299,56 @@ def sgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) 
     """C = alpha * op(A) @ op(B) + beta * C in float32, column-major."""
     handle.lib.cublasSgemm_v2(handle.handle, _op(transa), _op(transb), m, n, k, _scalar_ref(alpha, c_float),
                               _ptr(A), lda, _ptr(B), ldb, _scalar_ref(beta, c_float), _ptr(C), ldc)
+
+
+class PreparedSgemm:
+    """sgemm with everything but the handle and the three matrices fixed, as a prepared
+    launch fixes a kernel's configuration: the transpose flags, sizes, leading dimensions
+    and scalars are checked once, here, with the binding's own check (the same errors), and
+    become C values once; a call passes them with the handle and the three pointers to the
+    C function directly. While a trace runs, or after the function was replaced, the call
+    goes through the checked binding instead, so it is reported (and bound again)."""
+
+    NAME = "cublasSgemm_v2"
+
+    def __init__(self, lib: Cublas, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc):
+        ops = (_op(transa), _op(transb))
+        lib.check_integers(self.NAME, (None, *ops, m, n, k, None, None, lda, None, ldb, None, None, ldc))
+        self.lib = lib
+        self._alpha, self._beta = c_float(alpha), c_float(beta)
+        self._ints = (*ops, m, n, k)
+        self._head = (*(c_int(v) for v in self._ints), ctypes.byref(self._alpha))
+        self._lda, self._ldb, self._ldc = c_int(lda), c_int(ldb), c_int(ldc)
+        self._beta_ref = ctypes.byref(self._beta)
+        self._raw = None
+        self._seen = -1             # lib.replacements when the C function was bound
+
+    def __call__(self, handle: Handle, A: int, B: int, C: int) -> None:
+        """C = alpha * op(A) @ op(B) + beta * C on the handle's stream; A, B, C device
+        addresses."""
+        if handle.context_generation != handle.context.generation:
+            handle.check_context()              # Handle.handle's check, before its C value is used
+        lib = self.lib
+        if self._seen != lib.replacements or trace.active is not None:
+            self._checked(handle, A, B, C)
+            return
+        status = self._raw(handle.c_handle, *self._head, c_void_p(A), self._lda, c_void_p(B), self._ldb,
+                           self._beta_ref, c_void_p(C), self._ldc)
+        if status != 0:
+            if lib.driver is not None:
+                lib.driver.reraise_interrupt()
+            raise CublasError(status, self.NAME, lib.status_string(status))
+
+    def _checked(self, handle: Handle, A: int, B: int, C: int) -> None:
+        lib = self.lib
+        seen, fn = lib.replacements, lib.c_function(self.NAME)
+        getattr(lib, self.NAME)(handle.handle, *self._ints, ctypes.byref(self._alpha), A, self._lda.value,
+                                B, self._ldb.value, ctypes.byref(self._beta), C, self._ldc.value)
+        if trace.active is None:
+            # the C function at the same address, without ctypes' per-call conversion (the
+            # arguments are C values already); `fn` is kept, so it stays alive
+            self._raw = ctypes.CFUNCTYPE(c_int)(ctypes.cast(fn, c_void_p).value)
+            self._bound, self._seen = fn, seen
 
 
 def dgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) -> None:

@@ -21,6 +21,7 @@ The buffer is reused: the driver copies the values at launch, and a call that fi
 use by another thread packs into a buffer of its own instead.
 """
 import ctypes
+import functools
 import struct
 import threading
 from ctypes import c_uint, c_void_p
@@ -38,6 +39,7 @@ _CODES = {("s", 1): "b", ("s", 2): "h", ("s", 4): "i", ("s", 8): "q",
           ("u", 1): "B", ("u", 2): "H", ("u", 4): "I", ("u", 8): "Q",
           ("f", 4): "f", ("f", 8): "d"}
 F32_MAX = float(np.finfo(np.float32).max)
+_PLAIN_NUMBERS = frozenset({int, float})     # exactly these types (not bool, not numpy's) take pack_into
 _MAX_STREAMS = 64           # stream handles whose C value is kept
 
 
@@ -83,6 +85,7 @@ class PreparedLaunch:
         self.block = launch_dims(block, f"{name}: block")
         self.shared_mem = shared_bytes(shared_mem, name)
         self._launch = function.driver.cuLaunchKernel        # the driver's checked function
+        self._driver, self._module = function.driver, function.module
         self._handle = function.handle                        # refused if the context was reset
         self._config = tuple(c_uint(v) for v in (*self.grid, *self.block, self.shared_mem))
         self._c_handle = c_void_p(self._handle)
@@ -121,20 +124,16 @@ class PreparedLaunch:
         if len(args) != self._count:
             raise TypeError(f"{self.function.name} takes {self._count} arguments, got {len(args)}")
         fast = self._struct
-        if fast is not None:
-            for v in args:
-                if type(v) is not int and type(v) is not float:
+        if fast is not None and _PLAIN_NUMBERS.issuperset(map(type, args)):
+            for i in self._f32:
+                if not -F32_MAX <= args[i] <= F32_MAX:        # NaN and inf: pack_value's call
                     break
             else:
-                for i in self._f32:
-                    if not -F32_MAX <= args[i] <= F32_MAX:        # NaN and inf: pack_value's call
-                        break
-                else:
-                    try:
-                        fast.pack_into(self._buffer, 0, *args)
-                        return
-                    except (struct.error, OverflowError):
-                        pass
+                try:
+                    fast.pack_into(self._buffer, 0, *args)
+                    return
+                except (struct.error, OverflowError):
+                    pass
         for i, value in enumerate(args):
             address, size = self._offsets[i]
             pname, ptype = self._fields[i]
@@ -144,26 +143,38 @@ class PreparedLaunch:
     # -- the launch ------------------------------------------------------------------------
     def __call__(self, *args, stream=None) -> None:
         """Queue the kernel with `args` on `stream` (default: the legacy default stream)."""
-        module = self.function.module
+        self.run_on(stream_handle(stream, f"{self.function.name}: stream"), args)
+
+    def run_on(self, handle: int, args) -> None:
+        """__call__ for a caller that has read the stream's handle already (`Stream.handle`,
+        which refuses a stream of a reset context; 0: the legacy default stream); `args` is
+        the tuple of values. Every check of the values and of the module's context stays."""
+        module = self._module
         if module.context_generation != module.context.generation:
             module.check_context()
-        handle = stream_handle(stream, f"{self.function.name}: stream")
-        if not self._lock.acquire(blocking=False):
+        if not self._lock.acquire(False):
             self._launch_unshared(args, handle)            # another thread is using the buffer
             return
         try:
-            self._write(args)
-            launch = self._launch
-            if launch.cfunc is not self._cfunc or launch.driver.log_api or trace.active is not None:
+            fast = self._struct
+            if fast is not None and not self._f32 and len(args) == self._count \
+                    and _PLAIN_NUMBERS.issuperset(map(type, args)):
+                try:                                  # _write's first case, inline (no floats)
+                    fast.pack_into(self._buffer, 0, *args)
+                except (struct.error, OverflowError):
+                    self._write(args)
+            else:
+                self._write(args)
+            if self._launch.cfunc is not self._cfunc or self._driver.log_api or trace.active is not None:
                 self._call_checked(handle)
                 return
             stream = self._streams.get(handle, False)
             if stream is False:
                 stream = self._stream_value(handle)
-            code = self._raw(self._c_handle, *self._config, stream, self._kernel_params, None)
+            code = self._configured(stream, self._kernel_params, None)
             if code != 0:
-                launch.driver.reraise_interrupt()
-                raise launch.driver.error(code, launch.symbol)
+                self._driver.reraise_interrupt()
+                raise self._driver.error(code, self._launch.symbol)
         finally:
             self._lock.release()
 
@@ -197,6 +208,8 @@ class PreparedLaunch:
         """The C function at the same address, called without per-call argument conversion
         (the arguments are ctypes values already); `cfunc` is kept, so it stays alive."""
         self._raw = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.cast(cfunc, c_void_p).value)
+        # the kernel and the configuration, the same C values at every call: bound once
+        self._configured = functools.partial(self._raw, self._c_handle, *self._config)
         self._cfunc = cfunc
 
 

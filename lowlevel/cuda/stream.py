@@ -208,13 +208,17 @@ def stream_handle(stream, what: str = "stream") -> int:
 
 
 # ---- the current stream ---------------------------------------------------------------------
-_current = threading.local()
+class _CurrentStream(threading.local):
+    stream = None       # the class default: a thread that never chose a stream uses the legacy one
+
+
+_current = _CurrentStream()
 
 
 def current_stream() -> Stream | None:
     """The stream this thread's ops run on; None means the legacy default stream. A stream
     belongs to one device: while another device is current, its legacy stream is used."""
-    s = getattr(_current, "stream", None)
+    s = _current.stream
     if s is not None and s.context.ordinal != current_device_ordinal():
         return None
     return s

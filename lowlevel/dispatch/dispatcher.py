@@ -60,9 +60,16 @@ def is_excluded(key) -> bool:
 
 
 # ---- the key set of a call ----------------------------------------------------------------------
+# Argument types that carry neither a device nor a dtype: skipped without a getattr (which,
+# for an attribute that is not there, raises and catches AttributeError inside).
+_PLAIN = frozenset({int, float, bool, str, type(None)})
+
+
 def _device_bits(values) -> int:
     bits = 0
     for a in values:
+        if type(a) in _PLAIN:
+            continue
         kind = getattr(getattr(a, "device", None), "type", None)
         if kind is not None:
             key = backend_keys.get(kind)
@@ -88,10 +95,37 @@ def keyset_for(args, kwargs=None) -> KeySet:
 def dtype_of(args) -> str | None:
     """The dtype name of the first argument that has one: what chooses a backend's kernel."""
     for a in args:
+        if type(a) in _PLAIN:
+            continue
         name = getattr(getattr(a, "dtype", None), "name", None)
         if name is not None:
             return name
     return None
+
+
+def _bits_and_dtype(args) -> tuple[int, str | None]:
+    """(_device_bits(args), dtype_of(args)) in one pass over the arguments; attributes are
+    read directly (a tensor has them all), with AttributeError for what has none."""
+    bits, dtype = 0, None
+    keys = backend_keys
+    for a in args:
+        if type(a) in _PLAIN:
+            continue
+        try:
+            kind = a.device.type
+        except AttributeError:
+            kind = None
+        if kind is not None:
+            key = keys.get(kind)
+            bits |= key.bit if key is not None else backend_for(kind).bit     # backend_for raises
+            if getattr(a, "requires_grad", False) is True:
+                bits |= AUTOGRAD_BIT
+        if dtype is None:
+            try:
+                dtype = a.dtype.name
+            except AttributeError:
+                pass
+    return bits, dtype
 
 
 # ---- running a call -------------------------------------------------------------------------------
@@ -112,21 +146,36 @@ def _run(op_name: str, bits: int, args, kwargs):
     if kernel is None:
         raise NotImplementedForKey(f"{op_name} has no {entry.key.name} kernel for dtype {dtype} "
                                    f"(it has: {', '.join(entry.dtypes())})")
+    if len(table.resolved) >= table.RESOLVED_LIMIT:
+        table.resolved.clear()
+    table.resolved[(op_name, bits, dtype)] = kernel.fn
     return kernel.fn(*args, **kwargs)
 
 
+_resolved = table.resolved          # the same dict (emptied in place by registrations)
+
+
 def call(op_name: str, *args, **kwargs):
-    """Dispatch a call: compute its key set, then run the highest acting key."""
-    bits = _device_bits(args)
-    if kwargs:
-        bits |= _device_bits(kwargs.values())
+    """Dispatch a call: compute its key set, then run the highest acting key (a repeat call:
+    one lookup of what the same op, key set and dtype ran before)."""
+    bits, dtype = _bits_and_dtype(args)
     tls = _tls
-    return _run(op_name, (bits | tls.include) & ~tls.exclude, args, kwargs)
+    if kwargs:
+        bits = ((bits | _device_bits(kwargs.values())) | tls.include) & ~tls.exclude
+        fn = _resolved.get((op_name, bits, dtype))
+        return fn(*args, **kwargs) if fn is not None else _run(op_name, bits, args, kwargs)
+    bits = (bits | tls.include) & ~tls.exclude
+    fn = _resolved.get((op_name, bits, dtype))
+    return fn(*args) if fn is not None else _run(op_name, bits, args, kwargs)
 
 
 def redispatch(op_name: str, keyset: KeySet, *args, **kwargs):
     """Run `op_name` with the highest key of `keyset` that has something for it."""
-    return _run(op_name, keyset.bits, args, kwargs)
+    bits = keyset.bits
+    fn = _resolved.get((op_name, bits, dtype_of(args)))
+    if fn is not None:
+        return fn(*args, **kwargs)
+    return _run(op_name, bits, args, kwargs)
 
 
 # ---- explaining a call ----------------------------------------------------------------------------

@@ -65,6 +65,11 @@ _op_fallthrough: dict[str, int] = {}           # op -> bits of the keys it passe
 _all_fallthrough = 0                           # bits of the keys every op passes through
 _fallbacks: dict[DispatchKey, Registration] = {}
 tables: dict[str, OpTable] = {}                # op -> its computed table: what a call reads
+# (op, key set bits, dtype) -> the kernel function a call with them ran: the dispatcher's one
+# lookup for a repeat call. Only kernels are kept (a fallback, or an error, takes the full
+# route every time), and any registration empties it, since it may change any answer.
+resolved: dict = {}
+RESOLVED_LIMIT = 4096
 
 
 def _compute(op: str) -> OpTable:
@@ -85,6 +90,7 @@ def _compute(op: str) -> OpTable:
 
 
 def _recompute(ops) -> None:
+    resolved.clear()
     for op in ops:
         tables[op] = _compute(op)
 

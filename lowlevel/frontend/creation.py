@@ -10,10 +10,10 @@ import math
 
 import numpy as np
 
-from ..cuda import current_stream, memcpy_htod_async, memset_d8, memset_d32
+from ..cuda import current_stream, get_driver, memcpy_htod_async, memset_d8, memset_d32
 from ..cuda.graph import is_current_stream_capturing, refuse_while_capturing
 from ..cuda.allocator import on_empty_cache
-from ..cuda.context import ensure_context, on_reset
+from ..cuda.context import current_device_ordinal, on_reset
 from . import dtypes as dt
 from .device import Device, device_guard
 from .dtypes import DType, as_dtype
@@ -90,10 +90,11 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
     if device.type == "cuda":
         if is_current_stream_capturing():
             return _captured_scalar(value, dtype, device)
-        with device_guard(device.index):        # the context and stream of the tensor's device
-            drv, ctx = ensure_context()
+        # The driver and device whose context the tensor would be made in, and the stream;
+        # no context generation: a reset empties the cache (on_reset above).
+        with device_guard(device.index):        # the stream of the tensor's own device
             stream = current_stream()
-        key += (id(drv), ctx.ordinal, ctx.generation, 0 if stream is None else stream.handle)
+            key += (id(get_driver()), current_device_ordinal(), 0 if stream is None else stream.handle)
     t = _constants.get(key)
     if t is None:
         t = from_numpy_values(np.array(value), dtype, device)

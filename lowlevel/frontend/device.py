@@ -15,15 +15,30 @@ from ..cuda import device_count
 from ..cuda.context import current_device_ordinal
 
 
-class Device:
-    """A device type and, except for the CPU, an index (0 when none is given)."""
+_interned: dict = {}          # (spec, index) -> the Device made for them
+_MAX_INTERNED = 256
 
-    def __init__(self, spec="cpu", index: int | None = None):
+
+class Device:
+    """A device type and, except for the CPU, an index (0 when none is given).
+
+    Device("cuda") made twice is one object (a device never changes), so that the ops'
+    same-device check is usually an identity test."""
+
+    def __new__(cls, spec="cpu", index: int | None = None):
+        key = (spec, index) if type(spec) is str and cls is Device else None
+        found = _interned.get(key) if key is not None else None
+        if found is not None:
+            return found
+        self = super().__new__(cls)
         if isinstance(spec, Device):
             spec, index = spec.type, spec.index
         kind, _, number = str(spec).partition(":")
         self.type = kind
         self.index = int(number) if number else (index if index is not None else (0 if kind != "cpu" else None))
+        if key is not None and len(_interned) < _MAX_INTERNED:
+            _interned[key] = self
+        return self
 
     def __eq__(self, other):
         if other is self:

@@ -41,14 +41,26 @@ def _same_device_and_dtype(op: str, a: Tensor, b: Tensor) -> None:
                         f"convert one with .to(dtype)")
 
 
+_NUMBERS = frozenset({int, float})
+
+
 def _binary(op: str, a, b) -> Tensor:
-    start = time.perf_counter()
+    # Validation is timed only while a trace records it (here and in every op below).
+    start = time.perf_counter() if trace.active is not None else 0.0
     if type(a) is Tensor and type(b) is Tensor:
         # The common case, two tensors: the same checks as below, without the number handling.
-        _same_device_and_dtype(op, a, b)
+        if a.device is not b.device or a.dtype is not b.dtype:
+            _same_device_and_dtype(op, a, b)
         if a.shape != b.shape:
             broadcast_shapes(op, a.shape, b.shape)
-        trace.note_validation(op, time.perf_counter() - start)
+        if trace.active is not None:
+            trace.note_validation(op, time.perf_counter() - start)
+        return call(op, a, b)
+    if type(a) is Tensor and type(b) in _NUMBERS:
+        # The next most common case, tensor OP number: no device or dtype to compare.
+        b = scalar_tensor(b, a.dtype, a.device)
+        if trace.active is not None:
+            trace.note_validation(op, time.perf_counter() - start)
         return call(op, a, b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"{op}: needs at least one tensor, got {type(a).__name__} and {type(b).__name__}")
@@ -62,7 +74,8 @@ def _binary(op: str, a, b) -> Tensor:
     # A Python number becomes a 0-d tensor of the other operand's dtype and device, that
     # carries the number too (a kernel may take it as an argument).
     a, b = (x if isinstance(x, Tensor) else scalar_tensor(x, like.dtype, like.device) for x in (a, b))
-    trace.note_validation(op, time.perf_counter() - start)
+    if trace.active is not None:
+        trace.note_validation(op, time.perf_counter() - start)
     return call(op, a, b)
 
 
@@ -145,12 +158,13 @@ def where(cond, a, b) -> Tensor:
 
 
 def _unary(op: str, x, floats_only: bool = False) -> Tensor:
-    start = time.perf_counter()
+    start = time.perf_counter() if trace.active is not None else 0.0
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
     if floats_only and not x.dtype.is_float:
         raise TypeError(f"{op}: needs a floating-point tensor, got {_describe(x)}")
-    trace.note_validation(op, time.perf_counter() - start)
+    if trace.active is not None:
+        trace.note_validation(op, time.perf_counter() - start)
     return call(op, x)
 
 
@@ -167,20 +181,22 @@ def exp(x) -> Tensor:
 
 
 def _reduction(op: str, x, dim, keepdim: bool) -> Tensor:
-    start = time.perf_counter()
+    start = time.perf_counter() if trace.active is not None else 0.0
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
     if dim is not None:
         if not isinstance(dim, (int, np.integer)):
             raise TypeError(f"{op}: dim must be an int or None, got {dim!r}")
-        if not -x.ndim <= dim < builtins.max(1, x.ndim):
+        nd = len(x.shape)
+        if not -nd <= dim < (nd or 1):
             raise IndexError(f"{op}: dim {dim} is out of range for a tensor of shape {x.shape}")
-        dim = int(dim) % builtins.max(1, x.ndim)
+        dim = int(dim) % (nd or 1)
     if op == "mean" and not x.dtype.is_float:
         raise TypeError(f"mean: needs a floating-point tensor, got {_describe(x)}")
     if op == "max" and (x.numel() == 0 or (dim is not None and x.shape[dim] == 0)):
         raise ValueError(f"max: the reduced dimension of {_describe(x)} is empty")
-    trace.note_validation(op, time.perf_counter() - start)
+    if trace.active is not None:
+        trace.note_validation(op, time.perf_counter() - start)
     return call(op, x, dim=dim, keepdim=bool(keepdim))
 
 
@@ -198,30 +214,36 @@ def max(x, dim=None, keepdim=False) -> Tensor:       # noqa: A001
 
 
 def softmax(x, dim=-1) -> Tensor:
-    start = time.perf_counter()
+    start = time.perf_counter() if trace.active is not None else 0.0
     if not isinstance(x, Tensor) or not x.dtype.is_float:
         raise TypeError(f"softmax: needs a floating-point tensor, got {_describe(x)}")
-    if x.ndim == 0 or not -x.ndim <= dim < x.ndim:
+    nd = len(x.shape)
+    if nd == 0 or not -nd <= dim < nd:
         raise IndexError(f"softmax: dim {dim} is out of range for a tensor of shape {x.shape}")
-    trace.note_validation("softmax", time.perf_counter() - start)
-    return call("softmax", x, dim=dim % x.ndim)
+    if trace.active is not None:
+        trace.note_validation("softmax", time.perf_counter() - start)
+    return call("softmax", x, dim=dim % nd)
 
 
 def matmul(a, b) -> Tensor:
     """Matrix product: 1-D x 1-D (dot), 2-D x 2-D, and batched 3-D (a 2-D operand broadcasts)."""
-    start = time.perf_counter()
+    start = time.perf_counter() if trace.active is not None else 0.0
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(f"matmul: needs two tensors, got {type(a).__name__} and {type(b).__name__}")
-    _same_device_and_dtype("matmul", a, b)
-    if not (1 <= a.ndim <= 3 and 1 <= b.ndim <= 3):
-        raise ValueError(f"matmul: supports 1-D to 3-D operands, got a {a.shape} and b {b.shape}")
-    k_a = a.shape[-1]
-    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if a.device is not b.device or a.dtype is not b.dtype:
+        _same_device_and_dtype("matmul", a, b)
+    sa, sb = a.shape, b.shape
+    na, nb = len(sa), len(sb)
+    if not (1 <= na <= 3 and 1 <= nb <= 3):
+        raise ValueError(f"matmul: supports 1-D to 3-D operands, got a {sa} and b {sb}")
+    k_a = sa[-1]
+    k_b = sb[0] if nb == 1 else sb[-2]
     if k_a != k_b:
-        raise ValueError(f"matmul: a is {a.shape} and b is {b.shape}: inner dimensions {k_a} and {k_b} differ")
-    if a.ndim == 3 and b.ndim == 3 and a.shape[0] != b.shape[0]:
-        raise ValueError(f"matmul: batch sizes differ: a is {a.shape}, b is {b.shape}")
-    trace.note_validation("matmul", time.perf_counter() - start)
+        raise ValueError(f"matmul: a is {sa} and b is {sb}: inner dimensions {k_a} and {k_b} differ")
+    if na == 3 and nb == 3 and sa[0] != sb[0]:
+        raise ValueError(f"matmul: batch sizes differ: a is {sa}, b is {sb}")
+    if trace.active is not None:
+        trace.note_validation("matmul", time.perf_counter() - start)
     return call("matmul", a, b)
 
 

@@ -33,6 +33,7 @@ class Storage:
     (every view shares it): autograd compares it with the version a node saved."""
 
     version = 0                 # class default: Storage.foreign makes instances without __init__
+    block = host = keeper = None
 
     def __init__(self, nbytes: int, device: Device):
         self.nbytes = nbytes
@@ -61,16 +62,39 @@ class Storage:
             storage.allocator = allocator
         return storage
 
+    @classmethod
+    def host_bytes(cls, nbytes: int, device: Device) -> "Storage":
+        """Host storage for an op that writes all `nbytes` itself: as __init__ for a host
+        device, but not zeroed first (np.empty; the padding to 8 bytes is never read)."""
+        storage = cls.__new__(cls)
+        storage.nbytes, storage.device = nbytes, device
+        storage.host = np.empty(max(8, nbytes + (-nbytes % 8)), np.uint8)
+        return storage
+
+    @classmethod
+    def of_block(cls, block, nbytes: int, device: Device, allocator) -> "Storage":
+        """The storage of a block a backend has just taken from `allocator` (the one of the
+        context current now) for `device`, whose ordinal its operands' creation checked:
+        what __init__ does for a CUDA device, with the lookups done once by the caller."""
+        storage = cls.__new__(cls)
+        storage.nbytes, storage.device, storage.block, storage.allocator = nbytes, device, block, allocator
+        return storage
+
     @property
     def ptr(self) -> int:
         return self.block.address          # refused once the device's context was reset
 
     def __del__(self):
-        # The block goes back to the allocator at the next safe point, not here: the
-        # collector may run this inside the allocator's own lock (see release_later).
+        # The block goes back to the allocator at a safe point, not here: the collector may
+        # run this inside the allocator's own lock (see release_later). The caching allocator
+        # keeps it until its next allocation (free_later); any other, until lowlevel's next
+        # safe point.
         if self.block is not None:
             try:
-                release_later(functools.partial(self.allocator.free, self.block))
+                try:
+                    self.allocator.returned.append(self.block)   # CachingAllocator.free_later, inline
+                except AttributeError:                           # not the caching allocator (DLPack's)
+                    release_later(functools.partial(self.allocator.free, self.block))
             except Exception:       # at interpreter teardown the modules may be gone
                 pass
 
@@ -79,6 +103,13 @@ class Tensor:
     # The Python number a 0-d tensor made by creation.scalar_tensor stands for (None for
     # every other tensor): kernels may take it as an argument instead of reading memory.
     scalar_value = None
+    # Autograd's state as class defaults, for tensors made by new_tensor (see __init__).
+    requires_grad = False
+    grad = grad_fn = view_base = None
+    # Computed on first use and kept: a tensor's shape, strides, offset and storage never
+    # change after it is made (a view is a new tensor).
+    contiguous_cache = None
+    host_view_cache = None
 
     def __init__(self, storage: Storage, shape, strides, offset: int, dtype: DType):
         self.storage = storage
@@ -94,6 +125,26 @@ class Tensor:
         self.grad_fn = None
         self.view_base = None       # the tensor this one is a view of (None: not a view)
 
+    @classmethod
+    def new_tensor(cls, storage: Storage, shape: tuple, strides: tuple, dtype: DType) -> "Tensor":
+        """A tensor at offset 0 of `storage`, for an op whose plan made `shape` and `strides`
+        (tuples of ints) itself: __init__ without converting them again. The autograd state
+        is the class defaults (no grad, not a view) until something sets it."""
+        t = cls.__new__(cls)
+        t.storage, t.shape, t.strides, t.offset, t.dtype, t.device = storage, shape, strides, 0, dtype, storage.device
+        return t
+
+    @classmethod
+    def new_host(cls, shape: tuple, strides: tuple, nbytes: int, dtype: DType, device: Device) -> "Tensor":
+        """A new contiguous tensor of `shape` (with its `strides` and `nbytes`, as a plan
+        computed them) in host storage that the caller writes whole (not zeroed first, see
+        Storage.host_bytes), with its host view made at once."""
+        storage = Storage.host_bytes(nbytes, device)
+        t = cls.new_tensor(storage, shape, strides, dtype)
+        t.contiguous_cache = True
+        t.host_view_cache = storage.host[:nbytes].view(dtype.storage).reshape(shape)
+        return t
+
     # -- metadata ----------------------------------------------------------------------------
     @property
     def ndim(self) -> int:
@@ -106,24 +157,37 @@ class Tensor:
         return self.shape if dim is None else self.shape[dim]
 
     def is_contiguous(self) -> bool:
-        expected = contiguous_strides(self.shape)
-        return all(st == ex for st, ex, sz in zip(self.strides, expected, self.shape) if sz != 1)
+        found = self.contiguous_cache
+        if found is None:
+            expected = contiguous_strides(self.shape)
+            found = self.contiguous_cache = all(st == ex for st, ex, sz in zip(self.strides, expected, self.shape)
+                                           if sz != 1)
+        return found
 
     @property
     def data_ptr(self) -> int:
         """The device address of the first element (CUDA tensors)."""
+        # storage.block.address is Storage.ptr, read without its property (once per operand
+        # per op): refused once the device's context was reset
         offset = self.offset
-        return self.storage.ptr + offset * self.dtype.itemsize if offset else self.storage.ptr
+        address = self.storage.block.address
+        return address + offset * self.dtype.itemsize if offset else address
 
     def host_view(self) -> np.ndarray:
         """The elements as a strided numpy view over host storage (non-CUDA devices): what
-        a host backend computes on."""
-        base = self.storage.host.view(self.dtype.storage)
-        if self.is_contiguous():
-            # a slice and a reshape: the same view as as_strided's, at a fraction of its cost
-            return base[self.offset:self.offset + self.numel()].reshape(self.shape)
-        item = self.dtype.itemsize
-        return np.lib.stride_tricks.as_strided(base[self.offset:], self.shape, [s * item for s in self.strides])
+        a host backend computes on. Made once per tensor (its layout never changes)."""
+        view = self.host_view_cache
+        if view is None:
+            base = self.storage.host.view(self.dtype.storage)
+            if self.is_contiguous():
+                # a slice and a reshape: the same view as as_strided's, at a fraction of its cost
+                view = base[self.offset:self.offset + self.numel()].reshape(self.shape)
+            else:
+                item = self.dtype.itemsize
+                view = np.lib.stride_tricks.as_strided(base[self.offset:], self.shape,
+                                                       [s * item for s in self.strides])
+            self.host_view_cache = view
+        return view
 
     # -- views -------------------------------------------------------------------------------
     def _view(self, shape, strides, offset=None, how=None) -> "Tensor":

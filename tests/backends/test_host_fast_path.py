@@ -108,3 +108,192 @@ def test_a_sum_over_an_empty_last_dimension_is_zeros(driver):
         got = ll.empty(3, 0, device="cuda").sum(1)
         np.testing.assert_array_equal(got.numpy(), np.zeros(3, np.float32))
         assert ll.empty(3, 0, device="cuda").softmax(1).shape == (3, 0)
+
+
+# ---- the plans never serve a stale answer ------------------------------------------------------
+def _float32(rng, *shape) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _softmax(m: np.ndarray) -> np.ndarray:
+    e = np.exp(m - m.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def _check_every_planned_op(rng, shape=(6, 10)):
+    """a + b, relu, x * 2.0, sum(1), softmax(1) and matmul on new tensors: numpy's results."""
+    a, b, m = _float32(rng, *shape), _float32(rng, *shape), _float32(rng, shape[1], shape[0])
+    ta, tb, tm = (ll.tensor(v, device="cuda") for v in (a, b, m))
+    np.testing.assert_array_equal((ta + tb).numpy(), a + b)
+    np.testing.assert_array_equal(ta.relu().numpy(), np.maximum(a, 0))
+    np.testing.assert_array_equal((ta * 2.0).numpy(), a * np.float32(2.0))
+    np.testing.assert_allclose(ta.sum(1).numpy(), a.sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ta.softmax(1).numpy(), _softmax(a), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose((ta @ tm).numpy(), a @ m, rtol=1e-4, atol=1e-4)
+
+
+def test_plans_after_a_context_reset(driver, rng):
+    """The plans were bound in the old context (its allocator, its prepared kernels, cuBLAS
+    handle): after a reset they bind again, and a tensor from before is refused as before."""
+    _check_every_planned_op(rng)
+    old = ll.tensor(_float32(rng, 6, 10), device="cuda")
+    cuda.reset_device()
+    _check_every_planned_op(rng)
+    fresh = ll.tensor(_float32(rng, 6, 10), device="cuda")
+    for op in (lambda: old + fresh, lambda: old.relu(), lambda: old * 2.0, lambda: old.sum(1),
+               lambda: old.softmax(1), lambda: fresh @ old.T):
+        with pytest.raises(cuda.ContextResetError, match="belongs to a context that was reset"):
+            op()
+
+
+def test_a_new_tensor_at_another_address_after_a_free(driver, rng):
+    """Plans hold no addresses: a tensor freed and a new one of the same shape and strides
+    elsewhere gives the new one's result."""
+    a, b = _float32(rng, 4, 8), _float32(rng, 4, 8)
+    ta, tb = ll.tensor(a, device="cuda"), ll.tensor(b, device="cuda")
+    np.testing.assert_array_equal((ta + tb).numpy(), a + b)
+    np.testing.assert_allclose((ta @ tb.T).numpy(), a @ b.T, rtol=1e-4, atol=1e-4)
+    address = ta.data_ptr
+    del ta
+    filler = ll.empty(4, 8, device="cuda")              # takes the freed block
+    a2 = _float32(rng, 4, 8)
+    ta2 = ll.tensor(a2, device="cuda")
+    assert ta2.data_ptr != address and filler.data_ptr != ta2.data_ptr
+    np.testing.assert_array_equal((ta2 + tb).numpy(), a2 + b)
+    np.testing.assert_array_equal(ta2.relu().numpy(), np.maximum(a2, 0))
+    np.testing.assert_allclose((ta2 @ tb.T).numpy(), a2 @ b.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ta2.sum(1).numpy(), a2.sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_plans_follow_dtype_strides_and_layout(driver, rng):
+    """Same shapes, other dtypes or strides (a transposed view, a strided slice, a broadcast
+    row), one after the other: each is its own plan, or the general path."""
+    a, b = _float32(rng, 8, 8), _float32(rng, 8, 8)
+    ta, tb = ll.tensor(a, device="cuda"), ll.tensor(b, device="cuda")
+    wide = _float32(rng, 8, 16)
+    tw = ll.tensor(wide, device="cuda")
+    half_a, half_b = a.astype(np.float16), b.astype(np.float16)
+    for _ in range(2):
+        np.testing.assert_array_equal((ta + tb).numpy(), a + b)
+        np.testing.assert_array_equal((ll.tensor(half_a, device="cuda") + ll.tensor(half_b, device="cuda")).numpy(),
+                                      half_a + half_b)
+        np.testing.assert_array_equal((tw[:, ::2] + tb).numpy(), wide[:, ::2] + b)      # not contiguous
+        np.testing.assert_array_equal((tw[:, ::2] * 2.0).numpy(), wide[:, ::2] * np.float32(2.0))
+        np.testing.assert_array_equal(tw[:, ::2].relu().numpy(), np.maximum(wide[:, ::2], 0))
+        np.testing.assert_allclose(tw[:, ::2].sum(1).numpy(), wide[:, ::2].sum(1), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(tw[:, ::2].softmax(1).numpy(), _softmax(wide[:, ::2]), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose((ta.T @ tb).numpy(), a.T @ b, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose((tw[:, ::2] @ tb).numpy(), wide[:, ::2] @ b, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose((ta.double() @ tb.double()).numpy(), a.astype(np.float64) @ b, rtol=1e-10)
+
+
+def test_the_route_follows_requires_grad(driver, rng):
+    """The dispatcher's remembered route is per key set: the same tensors with requires_grad
+    set go through Autograd (a grad_fn), and back without it."""
+    a = ll.tensor(_float32(rng, 5), device="cuda")
+    b = ll.tensor(_float32(rng, 5), device="cuda")
+    assert (a + b).grad_fn is None
+    a.requires_grad_(True)
+    assert (a + b).grad_fn is not None
+    with ll.no_grad():
+        assert (a + b).grad_fn is None
+
+
+def _error(fn) -> tuple[type, str]:
+    with pytest.raises(Exception) as info:
+        fn()
+    return type(info.value), str(info.value)
+
+
+BAD_SAME_SHAPE = {
+    "dtypes differ": (lambda t, other: t + other.half(), TypeError, "add: operands have different dtypes"),
+    "devices differ": (lambda t, other: t + other.cpu(), ValueError, "add: operands are on different devices"),
+    "no kernel for the dtype": (lambda t, other: t.to(ll.int32) @ other.to(ll.int32).T, NotImplementedError,
+                                "matmul has no CUDA kernel for dtype int32"),
+    "not a number": (lambda t, other: t * "2", TypeError, "mul: cannot combine a tensor with str"),
+    "reduction dim": (lambda t, other: t.sum(2), IndexError, "sum: dim 2 is out of range"),
+    "softmax dim": (lambda t, other: t.softmax(-3), IndexError, "softmax: dim -3 is out of range"),
+    "matmul sizes": (lambda t, other: t @ other, ValueError, "inner dimensions 11 and 7 differ"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_SAME_SHAPE)
+def test_an_error_on_a_warm_plan_is_the_cold_error(driver, rng, case):
+    """A bad call of the same shape after good ones raises what it raises on a cold start."""
+    from lowlevel.dispatch import table
+    bad, kind, text = BAD_SAME_SHAPE[case]
+    t, other = (ll.tensor(_float32(rng, 7, 11), device="cuda") for _ in range(2))
+    table.resolved.clear()                               # nothing remembered by the dispatcher
+    cold = _error(lambda: bad(t, other))
+    for good in (lambda: t + other, lambda: t.relu(), lambda: t * 2.0, lambda: t.sum(1), lambda: t.softmax(1),
+                 lambda: t @ other.T):
+        good()
+        good()
+    warm = _error(lambda: bad(t, other))
+    assert warm == cold and issubclass(cold[0], kind) and text in cold[1]
+
+
+# ---- the CPU backend writes a ufunc's answer straight into the new tensor ------------------------
+CPU_DTYPES = [ll.float16, ll.float32, ll.float64, ll.bfloat16, ll.int32, ll.int64]
+
+
+@pytest.mark.parametrize("dtype", CPU_DTYPES, ids=lambda d: d.name)
+def test_cpu_elementwise_ops_give_numpys_values_in_every_dtype(rng, dtype):
+    import warnings
+    x = rng.standard_normal((3, 5)) * 100
+    y = rng.standard_normal((3, 5)) * 100
+    if dtype.is_float:
+        x[0, :3] = [np.inf, -np.inf, np.nan]
+        y[0, :3] = [-np.inf, np.inf, 1.0]
+    a, b = ll.tensor(x, dtype=dtype), ll.tensor(y, dtype=dtype)
+    va, vb = a.numpy(), b.numpy()
+    ops = {"add": (lambda s, t: s + t, np.add), "mul": (lambda s, t: s * t, np.multiply),
+           "maximum": (ll.maximum, np.maximum), "neg": (lambda s, t: -s, lambda u, v: -u)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                   # inf - inf: NaN, without a RuntimeWarning
+        for name, (op, reference) in ops.items():
+            for _ in range(2):
+                got = op(a, b)
+                with np.errstate(all="ignore"):
+                    expected = ll.tensor(reference(va, vb), dtype=dtype).numpy()
+                assert got.dtype is dtype and got.shape == a.shape, name
+                np.testing.assert_array_equal(got.numpy(), expected, err_msg=name)
+
+
+def test_cpu_results_are_new_tensors_that_follow_in_place_writes(rng):
+    x = rng.standard_normal(6).astype(np.float32)
+    a = ll.tensor(x)
+    first = a + a
+    a.add_(1.0)                                          # through the view a's ops read
+    np.testing.assert_array_equal((a + a).numpy(), (x + 1) + (x + 1))
+    np.testing.assert_array_equal(first.numpy(), x + x)  # an earlier result is its own storage
+    view = a[::2]
+    np.testing.assert_array_equal((view + view).numpy(), (x[::2] + 1) * 2)
+
+
+def test_threads_on_their_own_streams_share_the_plans(driver, rng):
+    """Two threads running the same planned ops on streams of their own: each gets its own
+    results (the prepared argument buffer and the allocator are shared by both)."""
+    import threading
+    inputs = [(_float32(rng, 33), _float32(rng, 33)) for _ in range(2)]
+    results, errors = {}, []
+
+    def work(i):
+        try:
+            a, b = (ll.tensor(v, device="cuda") for v in inputs[i])
+            with cuda.stream(cuda.Stream(non_blocking=True)):
+                outs = [((a + b) * 2.0).relu() for _ in range(10)]
+                results[i] = [o.numpy() for o in outs]
+        except Exception as e:          # reported below, in the test's thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i, (a, b) in enumerate(inputs):
+        expected = np.maximum((a + b) * np.float32(2.0), 0)
+        for got in results[i]:
+            np.testing.assert_array_equal(got, expected)

@@ -3,6 +3,7 @@ pools, cross-stream safety, stats and empty_cache."""
 import threading
 
 import numpy as np
+import pytest
 
 import lowlevel as ll
 from lowlevel import cuda
@@ -86,3 +87,61 @@ def test_tensors_use_the_allocator(driver, rng):
     stats = cuda.memory_stats()
     assert stats["driver_allocs"] - start["driver_allocs"] <= 1   # one segment served them all
     assert stats["peak"] >= 64 * 64 * 4
+
+
+def test_a_freed_block_is_taken_again_by_a_request_of_its_size(driver):
+    """The fast path: a freed block is kept whole for its stream and rounded size, so the
+    next request of that size on that stream takes it as it is (no split, no new Block)."""
+    alloc = CachingAllocator()
+    s1, s2 = cuda.Stream(), cuda.Stream()
+    first = alloc.allocate(1000, s1)
+    alloc.free(first)
+    again = alloc.allocate(700, s1)                 # rounds to the same 1024 bytes
+    assert again is first and alloc.stats()["allocated"] == 1024
+    alloc.free(again)
+    other = alloc.allocate(1000, s2)                # another stream never takes it
+    assert other.segment is not first.segment
+    with pytest.raises(RuntimeError, match="double free"):
+        alloc.free(again)
+    alloc.free(other)
+
+
+def test_kept_blocks_merge_before_a_new_segment_and_in_empty_cache(driver):
+    alloc = CachingAllocator()
+    blocks = [alloc.allocate(4096) for _ in range(4)]
+    for b in blocks:
+        alloc.free(b)                                # kept whole, each on its size's list
+    # two blocks of nearly 1 MiB fit the 2 MiB segment only once the kept ones merged back
+    halves = [alloc.allocate((1 << 20) - 512) for _ in range(2)]
+    assert alloc.driver_allocs == 1 and halves[0].ptr == blocks[0].ptr
+    for b in halves:
+        alloc.free(b)
+    alloc.empty_cache()                              # kept blocks' segments go back too
+    assert alloc.stats()["reserved"] == 0 and alloc.stats()["segments"] == 0
+
+
+def test_a_dropped_tensor_is_freed_at_the_allocators_next_safe_point(driver):
+    """A storage's finalizer only queues its block (free_later); the next allocation, stats()
+    or empty_cache() frees it, but not inside a host callback or while a capture is open."""
+    from lowlevel.cuda import context
+    t = ll.empty(300, device="cuda")
+    alloc, block = t.storage.allocator, t.storage.block
+    used = alloc.stats()["allocated"]
+    del t
+    assert block in alloc.returned and not block.free
+    assert alloc.stats()["allocated"] == used - block.size and block.free     # stats() is a safe point
+    for hold, release in ((lambda: context.set_in_host_callback(True), lambda: context.set_in_host_callback(False)),
+                          (context.capture_began, context.capture_ended)):
+        t = ll.empty(300, device="cuda")
+        block = t.storage.block
+        hold()
+        try:
+            del t
+            other = alloc.allocate(300)                  # not a safe point now: the block waits
+            assert block in alloc.returned and not block.free and other is not block
+        finally:
+            release()
+        again = alloc.allocate(300)                      # a safe point: freed, and reused at once
+        assert block.free is False and again is block and not alloc.returned
+        alloc.free(other)
+        alloc.free(again)

@@ -112,3 +112,66 @@ def test_a_traced_prepared_launch_is_reported_as_a_driver_call(driver):
     with trace.Recorder() as rec:
         run(1.0, 0, 0, 0)
     assert [c["symbol"] for c in rec.calls] == ["cuLaunchKernel"]
+
+
+# ---- cuBLAS: a prepared sgemm (cublas.PreparedSgemm) ---------------------------------------------
+def _col_major(a: np.ndarray) -> np.ndarray:
+    return np.asfortranarray(a).T.copy()            # the bytes of a, column-major
+
+
+def test_a_prepared_sgemm_computes_what_sgemm_does_call_after_call(driver, rng):
+    handle = cuda.cublas.Handle()
+    m, n, k = 5, 3, 4
+    gemm = cuda.cublas.PreparedSgemm(cuda.cublas.library(), "T", "N", m, n, k, 1.5, k, k, 0.0, m)
+    for _ in range(3):                                    # new matrices at the same sizes
+        a, b = rng.standard_normal((k, m)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+        da, db = upload(_col_major(a)), upload(_col_major(b))
+        dc = upload(np.full(m * n, np.nan, np.float32))  # beta = 0: NaN in C must not survive
+        gemm(handle, da.ptr, db.ptr, dc.ptr)
+        got = download(dc, m * n).reshape(n, m).T
+        np.testing.assert_allclose(got, 1.5 * (a.T @ b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("sizes", [(1 << 31, 2, 2, 1 << 31, 2, 2 << 31), (2, -1, 2, 2, 2, 2), (2, 2, 2, 2.5, 2, 2)])
+def test_a_prepared_sgemm_refuses_what_sgemm_refuses(driver, sizes):
+    """Sizes and leading dimensions are checked once, by the binding's own check: the same
+    error the unprepared call raises (negative sizes are cuBLAS's to refuse, at the call)."""
+    handle = cuda.cublas.Handle()
+    m, n, k, lda, ldb, ldc = sizes
+
+    def call():
+        cuda.cublas.sgemm(handle, "N", "N", m, n, k, 1.0, 0, lda, 0, ldb, 0.0, 0, ldc)
+
+    def prepared():
+        cuda.cublas.PreparedSgemm(cuda.cublas.library(), "N", "N", m, n, k, 1.0, lda, ldb, 0.0, ldc)(handle, 0, 0, 0)
+    assert _error_of(prepared) == _error_of(call)
+
+
+def _error_of(fn):
+    with pytest.raises(Exception) as info:
+        fn()
+    return type(info.value), str(info.value)
+
+
+def test_a_prepared_sgemm_is_traced_and_follows_a_replaced_function(driver):
+    """While a trace runs the call goes through the checked binding (reported); after it,
+    and after the C function was replaced, the call binds the function in use."""
+    handle = cuda.cublas.Handle()
+    gemm = cuda.cublas.PreparedSgemm(cuda.cublas.library(), "N", "N", 2, 2, 2, 1.0, 2, 2, 0.0, 2)
+    dc = upload(np.zeros(4, np.float32))
+    da = upload(np.ones(4, np.float32))
+    with trace.Recorder() as rec:
+        gemm(handle, da.ptr, da.ptr, dc.ptr)
+    assert [c["symbol"] for c in rec.calls] == ["cublasSgemm_v2"]
+    gemm(handle, da.ptr, da.ptr, dc.ptr)                 # bound now
+    np.testing.assert_array_equal(download(dc, 4), np.full(4, 2.0, np.float32))
+
+
+def test_a_prepared_sgemm_refuses_a_handle_from_before_a_reset(driver):
+    handle = cuda.cublas.Handle()
+    gemm = cuda.cublas.PreparedSgemm(cuda.cublas.library(), "N", "N", 2, 2, 2, 1.0, 2, 2, 0.0, 2)
+    d = upload(np.ones(4, np.float32))
+    gemm(handle, d.ptr, d.ptr, d.ptr)
+    cuda.reset_device()
+    with pytest.raises(cuda.ContextResetError, match="Handle belongs to a context that was reset"):
+        gemm(handle, 0, 0, 0)

@@ -6,17 +6,17 @@ contiguous operands of the output's shape (a broadcast operand is first material
 along its broadcast dimensions).
 
 Each op keeps a plan per (dtype, shapes, strides) of its operands: the output's shape and
-element count, which operands must be made contiguous first, and the prepared kernel. A
-repeat call is a dict lookup, the output's allocation and the launch.
+element count, which operands must be made contiguous first, and (per context, see
+launch.OpPlan) the allocator and the prepared kernel. A repeat call is a dict lookup, one
+context lookup, the output's allocation and the launch.
 """
 import math
 
 from ...dispatch import CUDA, register_kernel
 from ...frontend import dtypes as dt
-from ...frontend.creation import new_contiguous
 from ...frontend.shapes import broadcast_shapes, contiguous_strides
 from ...frontend.tensor import Tensor
-from .launch import BLOCK, Plans, grid_for, prepared, run, suffix
+from .launch import BLOCK, OpPlan, Plans, grid_for, launch_plan, new_output, suffix
 from .layout import materialize
 
 _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max", "minimum": "min"}
@@ -29,17 +29,18 @@ _UNARY = {"neg": "neg", "relu": "relu", "exp": "exp", "abs": "abs", "sqrt": "sqr
 UNARY_F32 = ("rsqrt", "log", "log1p", "expm1", "tanh", "sigmoid")
 
 
-class _Plan:
+class _Plan(OpPlan):
     """What a call with operands of these dtypes, shapes and strides does."""
 
-    __slots__ = ("shape", "strides", "n", "ready", "kernel")
+    __slots__ = ("n", "ready")
 
     def __init__(self, shape, operands, module: str, kernel: str):
-        self.shape, self.strides = shape, contiguous_strides(shape)
-        self.n = math.prod(shape)
+        n = math.prod(shape)
+        super().__init__(shape, contiguous_strides(shape), n * operands[0].dtype.itemsize,
+                         (module, kernel, grid_for(n), BLOCK) if n else None)
+        self.n = n
         # an operand that is already contiguous in the output's shape is read in place
         self.ready = tuple(t.shape == shape and t.is_contiguous() for t in operands)
-        self.kernel = (module, kernel, grid_for(self.n), BLOCK) if self.n else None
 
 
 def _binary_kernel(op: str, name: str):
@@ -55,10 +56,10 @@ def _binary_kernel(op: str, name: str):
         """x OP s (or s OP x) with s a kernel argument: no copy of s, no broadcast of it."""
         key = (name, x.shape, x.strides)
         p = plans.get(key) or plans.add(key, _Plan(x.shape, (x,), "scalar_f32", name))
-        out = new_contiguous(p.shape, p.strides, x.dtype, x.device)
+        out, address, stream, handle, bound = new_output(p, x.dtype, x.device)
         if p.kernel is not None:
             x2 = x if p.ready[0] else materialize(x, p.shape)
-            run(prepared(*p.kernel), (out, x2), (out.data_ptr, x2.data_ptr, s, p.n))
+            launch_plan(bound, (x2,), (address, x2.data_ptr, s, p.n), stream, handle)
         return out
 
     def kernel(a: Tensor, b: Tensor) -> Tensor:
@@ -69,12 +70,12 @@ def _binary_kernel(op: str, name: str):
                 return with_scalar(b, a.scalar_value, scalar_kernels[1])
         key = (a.dtype, a.shape, a.strides, b.shape, b.strides)
         p = plans.get(key) or plans.add(key, plan(a, b))
-        out = new_contiguous(p.shape, p.strides, a.dtype, a.device)
+        out, address, stream, handle, bound = new_output(p, a.dtype, a.device)
         if p.kernel is not None:
             ready_a, ready_b = p.ready
             a2 = a if ready_a else materialize(a, p.shape)
             b2 = b if ready_b else materialize(b, p.shape)
-            run(prepared(*p.kernel), (out, a2, b2), (out.data_ptr, a2.data_ptr, b2.data_ptr, p.n))
+            launch_plan(bound, (a2, b2), (address, a2.data_ptr, b2.data_ptr, p.n), stream, handle)
         return out
     return kernel
 
@@ -89,10 +90,10 @@ def _unary_kernel(op: str, name: str, module: str = "elementwise"):
     def kernel(x: Tensor) -> Tensor:
         key = (x.dtype, x.shape, x.strides)
         p = plans.get(key) or plans.add(key, plan(x))
-        out = new_contiguous(p.shape, p.strides, x.dtype, x.device)
+        out, address, stream, handle, bound = new_output(p, x.dtype, x.device)
         if p.kernel is not None:
             x2 = x if p.ready[0] else materialize(x, p.shape)
-            run(prepared(*p.kernel), (out, x2), (out.data_ptr, x2.data_ptr, p.n))
+            launch_plan(bound, (x2,), (address, x2.data_ptr, p.n), stream, handle)
         return out
     return kernel
 
@@ -125,11 +126,11 @@ def _pow_kernel():
         key = (x.shape, x.strides, y.shape, y.strides)
         p = plans.get(key) or plans.add(key, _Plan(broadcast_shapes("pow", x.shape, y.shape), (x, y), "pow_f32",
                                                    "pow_f32"))
-        out = new_contiguous(p.shape, p.strides, x.dtype, x.device)
+        out, address, stream, handle, bound = new_output(p, x.dtype, x.device)
         if p.kernel is not None:
             x2 = x if p.ready[0] else materialize(x, p.shape)
             y2 = y if p.ready[1] else materialize(y, p.shape)
-            run(prepared(*p.kernel), (out, x2, y2), (out.data_ptr, x2.data_ptr, y2.data_ptr, p.n))
+            launch_plan(bound, (x2, y2), (address, x2.data_ptr, y2.data_ptr, p.n), stream, handle)
         return out
     return kernel
 

@@ -8,9 +8,10 @@ read them.
 """
 from ... import trace
 from ...cuda import Stream, current_stream
+from ...cuda.allocator import allocator_of
 from ...cuda.context import ensure_context
 from ...frontend import dtypes as dt
-from ...frontend.tensor import Tensor
+from ...frontend.tensor import Storage, Tensor
 from .. import ptx
 
 BLOCK = 256
@@ -30,6 +31,14 @@ def record_uses(tensors, stream) -> None:
                 handle = 0 if stream is None else stream.handle
             if block.stream != handle:
                 t.storage.allocator.record_stream(block, stream if stream is not None else Stream.legacy())
+
+
+def record_uses_on(tensors, stream, handle: int) -> None:
+    """record_uses for a caller that has read the stream's handle already."""
+    for t in tensors:
+        block = t.storage.block
+        if block is not None and block.stream is not None and block.stream != handle:
+            t.storage.allocator.record_stream(block, stream if stream is not None else Stream.legacy())
 
 
 class Kernel:
@@ -78,6 +87,70 @@ def launch(module: str, kernel: str, grid, block, args) -> None:
     k = prepared(module, kernel, grid, block)
     tensors = [a for a in args if isinstance(a, Tensor)]
     run(k, tensors, [a.data_ptr if isinstance(a, Tensor) else a for a in args])
+
+
+class Binding:
+    """What an op's plan resolved in one context: the caching allocator its outputs come
+    from and what runs it there (a prepared Kernel, a prepared cuBLAS call, or None).
+    Made whole and then put in the plan in one assignment, so that a thread reading the
+    plan's binding never sees one context's allocator with another context's kernel."""
+
+    __slots__ = ("ctx", "generation", "allocator", "runner")
+
+    def __init__(self, ctx, allocator, runner):
+        self.ctx, self.generation, self.allocator, self.runner = ctx, ctx.generation, allocator, runner
+
+
+class OpPlan:
+    """An op's plan for operands of given dtypes, shapes and strides: the output's shape,
+    strides and size, the kernel (module, name, grid, block; None: nothing to launch), and
+    its binding to the context it last ran in. The binding is valid while that context is
+    current and in the same generation (cuda.reset_device() bumps it), which new_output
+    checks with the op's one context lookup; another context or a new generation binds again."""
+
+    __slots__ = ("shape", "strides", "nbytes", "kernel", "binding")
+
+    def __init__(self, shape: tuple, strides: tuple, nbytes: int, kernel):
+        self.shape, self.strides, self.nbytes = shape, strides, nbytes
+        self.kernel = kernel
+        self.binding = None
+
+    def runner_for(self, drv, ctx):
+        """What runs the plan in the context current now (a subclass may run something else)."""
+        return None if self.kernel is None else prepared(*self.kernel)
+
+    def bind(self, drv, ctx) -> Binding:
+        binding = self.binding = Binding(ctx, allocator_of(drv, ctx), self.runner_for(drv, ctx))
+        return binding
+
+
+def new_output(plan: OpPlan, dtype, device):
+    """(a new contiguous tensor of the plan's shape on `device`, its address, the current
+    stream, that stream's handle, the plan's Binding): the op's one context lookup and its
+    allocation, on the current stream, from the allocator of the current context (as
+    Storage() does)."""
+    drv, ctx = ensure_context()
+    binding = plan.binding
+    if binding is None or binding.ctx is not ctx or binding.generation != ctx.generation:
+        binding = plan.bind(drv, ctx)
+    stream = current_stream()
+    handle = 0 if stream is None else stream.handle         # refused if the stream's context was reset
+    allocator = binding.allocator
+    block = allocator.allocate_on(plan.nbytes or 1, handle)
+    out = Tensor.new_tensor(Storage.of_block(block, plan.nbytes, device, allocator), plan.shape, plan.strides,
+                            dtype)
+    return out, block.ptr, stream, handle, binding
+
+
+def launch_plan(binding: Binding, inputs, values, stream, handle: int) -> None:
+    """Launch the bound kernel with `values` on the stream new_output returned, after
+    telling the allocator that the stream uses the `inputs` (the output was made on it)."""
+    record_uses_on(inputs, stream, handle)
+    k = binding.runner
+    k.run.run_on(handle, values)
+    if trace.active is not None:
+        trace.note_launch(kernel=k.name, module=k.module, grid=k.grid, block=k.block, image_kind=k.image_kind,
+                          stream=stream)
 
 
 class Plans(dict):

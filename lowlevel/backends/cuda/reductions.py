@@ -9,10 +9,10 @@ import numpy as np
 from ...cuda import current_stream, memset_d32
 from ...dispatch import CUDA, register_kernel
 from ...frontend import dtypes as dt
-from ...frontend.creation import empty, new_contiguous
+from ...frontend.creation import empty
 from ...frontend.shapes import contiguous_strides
 from ...frontend.tensor import Tensor
-from .launch import BLOCK, Plans, grid_for, launch, prepared, rows_grid, run
+from .launch import BLOCK, OpPlan, Plans, grid_for, launch, launch_plan, new_output, rows_grid
 from .layout import materialize, rows_last
 
 
@@ -45,17 +45,17 @@ def _reduce_rows(kind: str, x: Tensor, dim: int | None, keepdim: bool) -> Tensor
     return out
 
 
-class _RowsPlan:
+class _RowsPlan(OpPlan):
     """A reduction or softmax along the last dimension of a contiguous float32 tensor: the
     rows, in place, with no permute or copy first. Other layouts take the general path."""
 
-    __slots__ = ("shape", "strides", "kernel", "rows", "cols")
+    __slots__ = ("rows", "cols")
 
     def __init__(self, x: Tensor, out_shape: tuple, module: str, kernel: str):
-        self.cols = x.shape[-1]
-        self.rows = math.prod(x.shape[:-1])
-        self.shape, self.strides = out_shape, contiguous_strides(out_shape)
-        self.kernel = (module, kernel, rows_grid(self.rows), BLOCK) if self.rows and self.cols else None
+        cols, rows = x.shape[-1], math.prod(x.shape[:-1])
+        super().__init__(out_shape, contiguous_strides(out_shape), 4 * math.prod(out_shape),
+                         (module, kernel, rows_grid(rows), BLOCK) if rows and cols else None)
+        self.rows, self.cols = rows, cols
 
 
 _plans = Plans()
@@ -79,9 +79,9 @@ def _last_dim_plan(what: str, x: Tensor, dim, keepdim: bool) -> _RowsPlan | None
 
 
 def _rows(plan: _RowsPlan, x: Tensor) -> Tensor:
-    out = new_contiguous(plan.shape, plan.strides, dt.float32, x.device)
+    out, address, stream, handle, bound = new_output(plan, dt.float32, x.device)
     if plan.kernel is not None:
-        run(prepared(*plan.kernel), (x, out), (x.data_ptr, out.data_ptr, plan.rows, plan.cols))
+        launch_plan(bound, (x,), (x.data_ptr, address, plan.rows, plan.cols), stream, handle)
     return out
 
 
