@@ -71,9 +71,9 @@ def _unary_body(op: str, t: str, d: str, x: str) -> list:
         return [(f"{op}.{ptype:<11} {d}, {x};", f"{d} = {'-x' if op == 'neg' else '|x|'} ({note})")]
     if op == "sqrt":
         return [(f"sqrt.rn.{ptype}    {d}, {x};", f"{d} = sqrt(x), correctly rounded; NaN for x < 0")]
-    if t == "f64":      # relu as relu_f32: 0 where x < 0, x elsewhere (NaN and -0.0 stay)
-        return [(f"setp.lt.{ptype}    %p2, {x}, {ZERO[t]};", "p2 = (x < 0); false for NaN"),
-                (f"selp.{ptype}       {d}, {ZERO[t]}, {x}, %p2;", f"{d} = p2 ? 0 : x")]
+    if t == "f64":      # relu as relu_f32: +0 where x <= 0 (-0.0 too), x elsewhere (NaN stays)
+        return [(f"setp.le.{ptype}    %p2, {x}, {ZERO[t]};", "p2 = (x <= 0), -0.0 too; false for NaN"),
+                (f"selp.{ptype}       {d}, {ZERO[t]}, {x}, %p2;", f"{d} = p2 ? +0.0 : x")]
     return [(f"max.{ptype:<11} {d}, {x}, 0;", f"{d} = max(x, 0)")]
 
 
@@ -94,7 +94,7 @@ def elementwise_file(t: str) -> str:
     unaries = ["neg", "abs", "relu"] + (["sqrt"] if t == "f64" else [])
     numerics = ("IEEE arithmetic rounded to nearest even (.rn), div and sqrt correctly\n"
                 "// rounded; max/min give NaN when either operand is NaN (numpy.maximum), relu\n"
-                "// keeps NaN and -0.0 (as relu_f32).") if t == "f64" else (
+                "// keeps NaN and gives +0.0 for -0.0 (as relu_f32).") if t == "f64" else (
                 "two's complement arithmetic modulo 2^N: add, sub, mul (the low half of\n"
                 "// the product), neg and abs wrap exactly as C's unsigned arithmetic and numpy\n"
                 "// do (abs of the most negative value is itself). Division is not here: / on\n"

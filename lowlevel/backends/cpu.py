@@ -24,7 +24,9 @@ _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divi
 _UNARY = {"neg": np.negative, "exp": np.exp, "sqrt": np.sqrt, "rsqrt": lambda v: 1 / np.sqrt(v), "log": np.log,
           "log1p": np.log1p, "expm1": np.expm1, "tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
           "abs": np.abs,
-          "relu": lambda v: np.where(np.isnan(v), v, np.maximum(v, 0)).astype(v.dtype)}
+          "relu": lambda v: np.where((v > 0) | np.isnan(v), v, v.dtype.type(0))}
+# relu(-0.0) is +0.0 on every backend and dtype, as PyTorch's CUDA relu (clamp_min(x, 0) =
+# fmaxf(x, 0), which orders -0.0 below +0.0); numpy.maximum(-0.0, 0) would keep -0.0
 
 
 _direct: dict = {}          # (ufunc, dtype, shape) -> (strides, nbytes) of the output, or None

@@ -115,6 +115,7 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
                                                   (ptr, ptr, handle, ptr, c_size_t, c_int, c_uint)),
     "cuOccupancyAvailableDynamicSMemPerBlock": ("cuOccupancyAvailableDynamicSMemPerBlock", (ptr, handle, c_int, c_int)),
     "cuOccupancyMaxActiveClusters": ("cuOccupancyMaxActiveClusters", (ptr, handle, ptr)),
+    "cuOccupancyMaxPotentialClusterSize": ("cuOccupancyMaxPotentialClusterSize", (ptr, handle, ptr)),
     # streams
     "cuStreamCreate":             ("cuStreamCreate", (ptr, c_uint)),
     "cuStreamCreateWithPriority": ("cuStreamCreateWithPriority", (ptr, c_uint, c_int)),

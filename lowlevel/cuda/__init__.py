@@ -42,7 +42,7 @@ from .peer import can_access_peer, disable_peer_access, enable_peer_access, memc
 from .pitched import PitchedAllocation, alloc_pitch, copy_2d, copy_3d, memset_d2d32, memset_d16
 from .pointer import PointerAttributes, pointer_attribute, pointer_attributes
 from .module import Function, Module
-from .occupancy import available_dynamic_shared, max_active_clusters, max_potential_block_size
+from .occupancy import available_dynamic_shared, max_active_clusters, max_potential_block_size, max_potential_cluster_size
 from .stream import Event, Stream, current_stream, stream
 from .allocator import empty_cache, memory_stats
 
@@ -60,7 +60,7 @@ __all__ = [
     "memcpy_dtod", "memcpy_dtod_async", "memcpy_dtoh", "memcpy_dtoh_async", "memcpy_htod",
     "memcpy_htod_async", "memset_d8", "memset_d32", "pinned_empty", "real_driver_status",
     "reset_device", "synchronize", "use_driver", "stream", "current_stream", "memory_stats", "empty_cache",
-    "available_dynamic_shared", "max_active_clusters", "max_potential_block_size",
+    "available_dynamic_shared", "max_active_clusters", "max_potential_block_size", "max_potential_cluster_size",
     "PointerAttributes", "pointer_attribute", "pointer_attributes",
     "get_limit", "set_limit", "stream_priority_range",
     "ManagedAllocation", "RegisteredHost", "advise", "mem_alloc_managed", "prefetch", "range_attribute",

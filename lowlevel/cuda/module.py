@@ -20,7 +20,7 @@ from .checked import c_integer
 from .context import ContextBound, ContextResource, Device, ensure_context
 from .errors import CudaError
 from .kernel_args import PackedArgs, pack_value
-from .launch_config import LaunchConfig, launch_attributes
+from .launch_config import LaunchConfig, PreparedLaunchEx, launch_attributes
 from .occupancy import active_blocks_per_sm
 from .prepared import PreparedLaunch, launch_dims, shared_bytes
 from .ptx_signature import kernel_params
@@ -324,10 +324,16 @@ class Function:
             chunks.append(pack_value(self.name, i, pname, ptype, size, value))
         return PackedArgs(chunks)
 
-    def prepare(self, grid, block, shared_mem: int = 0) -> PreparedLaunch:
+    def prepare(self, grid, block, shared_mem: int = 0, *, cluster=None, cooperative=None,
+                priority=None) -> PreparedLaunch | PreparedLaunchEx:
         """This kernel with this launch configuration, checked once: call the result with
-        the arguments (and stream=) to launch; see prepared.py."""
-        return PreparedLaunch(self, grid, block, shared_mem)
+        the arguments (and stream=) to launch; see prepared.py. `cluster`, `cooperative` and
+        `priority` are launch's: such a launch goes through cuLaunchKernelEx
+        (launch_config.PreparedLaunchEx)."""
+        if cluster is None and cooperative is None and priority is None:
+            return PreparedLaunch(self, grid, block, shared_mem)
+        attrs = launch_attributes(self.name, cluster, cooperative, priority)
+        return PreparedLaunchEx(self, grid, block, shared_mem, attrs)
 
     def launch(self, grid, block, args=(), shared_mem: int = 0, stream=None, *,
                cluster=None, cooperative=None, priority=None) -> None:

@@ -6,13 +6,14 @@ fills an SM best (cuOccupancy*), on whichever driver runs.
     cuda.max_potential_block_size(f, dynamic_shared=lambda threads: 4 * threads)
     cuda.available_dynamic_shared(f, blocks=2, block_size=256)
     cuda.max_active_clusters(f, grid=64, block=128, cluster=(2, 1, 1))
+    cuda.max_potential_cluster_size(f, block=128)
 
 The shared-memory callback of cuOccupancyMaxPotentialBlockSize is a C function pointer
 (size_t (*)(int blockSize)): a Python callable is wrapped as one (CUoccupancyB2DSize), kept
 alive for the call; an exception in it becomes the error of the call.
 """
 import ctypes
-from ctypes import c_int, c_size_t
+from ctypes import c_int, c_size_t, c_uint
 
 from ..capi.constants import OCCUPANCY_FLAGS
 from ..capi.launch_types import CUoccupancyB2DSize
@@ -93,3 +94,15 @@ def max_active_clusters(f, grid, block, cluster=None, dynamic_shared: int = 0) -
     return clusters.value
 
 
+
+
+def max_potential_cluster_size(f, block, dynamic_shared: int = 0, *, grid=1) -> int:
+    """cuOccupancyMaxPotentialClusterSize: the largest cluster (in blocks of `block`
+    threads with `dynamic_shared` bytes each) that can be launched: the kernel's required
+    cluster size if it has one, else at most the portable 8, or more where the kernel
+    allows non-portable sizes (NON_PORTABLE_CLUSTER_SIZE_ALLOWED); 0 when none fits."""
+    config = LaunchConfig(launch_dims(grid, f"{f.name}: grid"), launch_dims(block, f"{f.name}: block"),
+                          c_integer(dynamic_shared, c_uint, f"{f.name}: dynamic_shared"), 0, [])
+    size = c_int()
+    f.driver.cuOccupancyMaxPotentialClusterSize(ctypes.byref(size), f.handle, config.pointer())
+    return size.value

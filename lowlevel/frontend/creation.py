@@ -14,6 +14,7 @@ from ..cuda import current_stream, get_driver, memcpy_htod_async, memset_d8, mem
 from ..cuda.graph import is_current_stream_capturing, refuse_while_capturing
 from ..cuda.allocator import on_empty_cache
 from ..cuda.context import current_device_ordinal, on_reset
+from ..dispatch import call
 from . import dtypes as dt
 from .device import Device, device_guard
 from .dtypes import DType, as_dtype
@@ -152,8 +153,14 @@ def ones(*shape, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
 
 
 def full(shape, value, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
+    """A tensor of `shape` with every element `value`. On CUDA the value's bits are written on
+    the device (memsets or a fill kernel: the backend's "fill"), with no copy of a host array:
+    as fast for a big tensor as for a small one, and allowed inside a CUDA graph capture."""
     dtype = as_dtype(dtype)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    device = device if type(device) is Device else Device(device)
+    if device.type == "cuda":
+        return _leaf(call("fill", empty(shape, dtype=dtype, device=device), value), requires_grad)
     return _leaf(from_numpy_values(np.full(shape, value), dtype, device), requires_grad)
 
 

@@ -84,6 +84,9 @@ def add(a, b) -> Tensor:
 
 
 def sub(a, b) -> Tensor:
+    if builtins.any(isinstance(t, Tensor) and t.dtype.name == "bool" for t in (a, b)):
+        raise TypeError("sub: - on bool tensors is not supported (as in PyTorch); to invert a mask use "
+                        "ll.eq(mask, False)")
     return _binary("sub", a, b)
 
 
@@ -148,7 +151,9 @@ def where(cond, a, b) -> Tensor:
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError("where: a or b must be a tensor")
     like = a if isinstance(a, Tensor) else b
-    a, b = (x if isinstance(x, Tensor) else from_numpy_values(np.array(x), like.dtype, like.device) for x in (a, b))
+    # a number becomes the 0-d constant of an op's number (no host copy: allowed in a graph capture)
+    a, b = (x if isinstance(x, Tensor) else scalar_tensor(x, like.dtype, like.device) if np.ndim(x) == 0
+            else from_numpy_values(np.array(x), like.dtype, like.device) for x in (a, b))
     _same_device_and_dtype("where", a, b)
     if cond.device != a.device:
         raise ValueError(f"where: cond is {_describe(cond)}, a is {_describe(a)}: different devices")
@@ -169,6 +174,9 @@ def _unary(op: str, x, floats_only: bool = False) -> Tensor:
 
 
 def neg(x) -> Tensor:
+    if isinstance(x, Tensor) and x.dtype.name == "bool":
+        raise TypeError("neg: - on a bool tensor is not supported (as in PyTorch); to invert a mask use "
+                        "ll.eq(mask, False)")
     return _unary("neg", x)
 
 
@@ -201,6 +209,8 @@ def _reduction(op: str, x, dim, keepdim: bool) -> Tensor:
 
 
 def sum(x, dim=None, keepdim=False) -> Tensor:       # noqa: A001 - the op's name
+    if isinstance(x, Tensor) and x.dtype.name == "bool":
+        x = x.to("int64")           # a count of the true elements, int64 as in PyTorch and numpy
     return _reduction("sum", x, dim, keepdim)
 
 
@@ -308,6 +318,8 @@ def min(x, dim=None, keepdim=False) -> Tensor:      # noqa: A001
         # -x wraps at the most negative integer (min([-2^31, 0]) would be 0): -1 - x is an
         # order-reversing map of the integers onto themselves that never overflows
         return sub(-1, max(sub(-1, x), dim, keepdim))
+    if x.dtype.name == "bool":          # not max(not x): -x is refused for bool, as in PyTorch
+        return eq(max(eq(x, False), dim, keepdim), False)
     return neg(max(neg(x), dim, keepdim))
 
 
@@ -439,12 +451,13 @@ def to(x: Tensor, target) -> Tensor:
 
 
 def copy_to_device(x: Tensor, device: Device) -> Tensor:
-    """Cross-device copies go through the host side explicitly: device -> host -> device."""
-    if x.device.type != "cpu" and device.type != "cpu":
+    """A copy to another device: between two CUDA devices device to device (the backend's
+    to_device, a peer copy); between two other backends through the host."""
+    if x.device.type != "cpu" and device.type != "cpu" and x.device.type != device.type:
         return copy_to_device(copy_to_device(x, Device("cpu")), device)
-    if x.device.type == "cpu":
-        # The target's backend is not among the argument's keys (x is on the CPU): name it,
-        # with Autograd above it when x requires grad (the copy is recorded like any op).
+    if x.device.type == "cpu" or x.device.type == device.type:
+        # The target's backend is not among the argument's keys when x is on the CPU: name
+        # it, with Autograd above it when x requires grad (the copy is recorded like any op).
         keys = [backend_for(device.type)] + ([Autograd] if x.requires_grad else [])
         return redispatch("to_device", KeySet(keys), x, device=device)
     return call("to_host", x)

@@ -135,3 +135,10 @@ def test_every_instruction_is_commented(path: Path):
     assert not missing, (
         f"{path.name}: instruction lines without a comment:\n" + "\n".join(missing)
     )
+
+
+def test_every_ptx_file_has_a_row_in_the_readme_kernel_table():
+    rows = [line for line in (PTX_DIR / "README.md").read_text().splitlines() if line.startswith("| `")]
+    named = {word.strip("`") for line in rows for word in line.split("|")[1].split() if word.endswith(".ptx`")}
+    missing = sorted(p.name for p in PTX_FILES if p.name not in named)
+    assert not missing, f"ptx/README.md's kernel table has no row for {missing}"

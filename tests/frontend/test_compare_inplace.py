@@ -51,12 +51,15 @@ def test_compare_on_cpu_int_and_refused_fraction():
         ll.gt(a, 0.5)
 
 
-def test_cuda_compare_other_dtypes_are_refused_by_name(device):
-    if device == "cpu":
-        pytest.skip("the CPU backend compares every dtype")
-    a = ll.tensor([True, False], dtype=ll.bool, device=device)
-    with pytest.raises(NotImplementedError, match="lt has no CUDA kernel for dtype bool"):
-        ll.lt(a, a.clone())
+def test_bool_comparisons_order_false_below_true(device):
+    a, b = np.array([True, False, True, False]), np.array([True, True, False, False])
+    ta, tb = ll.tensor(a, device=device), ll.tensor(b, device=device)
+    for op, fn in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
+                   ("gt", np.greater), ("ge", np.greater_equal)):
+        got = getattr(ll, op)(ta, tb)
+        assert got.dtype is ll.bool
+        np.testing.assert_array_equal(got.numpy(), fn(a, b), err_msg=op)
+    np.testing.assert_array_equal((ta[None, :] == tb[:, None]).numpy(), a[None, :] == b[:, None])
 
 
 def test_where(device, rng):
@@ -174,3 +177,18 @@ def test_write_errors(device):
     before = t.storage.version
     t[0, 0] = 1.0
     assert t.storage.version == before + 1 and t[0].storage.version == t.storage.version
+
+
+def test_bool_item_assignment_copy_fill_and_cat(device):
+    want = np.zeros((3, 4), bool)
+    m = ll.zeros(3, 4, dtype=ll.bool, device=device)
+    m[1:, ::2] = True
+    want[1:, ::2] = True
+    m.T[0].copy_(ll.tensor([True, False, True], device=device))
+    want.T[0] = [True, False, True]
+    np.testing.assert_array_equal(m.numpy(), want)
+    np.testing.assert_array_equal(ll.cat([m, m[:1]]).numpy(), np.concatenate([want, want[:1]]))
+    m[0] = m[2]
+    want[0] = want[2]
+    np.testing.assert_array_equal(m.numpy(), want)
+    assert m.fill_(True).numpy().all()

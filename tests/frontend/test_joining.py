@@ -3,7 +3,7 @@ from_numpy, half/float/double and float()/int(): against numpy (hypothesis over 
 0-sized dimensions and non-contiguous inputs), on every device, and their errors."""
 import numpy as np
 import pytest
-from helpers.tensor_strategies import FLOAT32_ONLY, LAYOUTS, PROPERTY, as_tensor, assert_same, shapes, values
+from helpers.tensor_strategies import FLOATS, LAYOUTS, PROPERTY, as_tensor, assert_same, shapes, values
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,7 +17,7 @@ def _kind(device):
 @PROPERTY
 @given(data=st.data())
 def test_unsqueeze_squeeze_flatten_match_numpy(device, data):
-    dtype = data.draw(st.sampled_from(FLOAT32_ONLY[_kind(device)]))
+    dtype = data.draw(st.sampled_from(FLOATS[_kind(device)]))
     t, x = as_tensor(data.draw(values(dtype, data.draw(shapes()))), dtype, device, data.draw(LAYOUTS))
     d = data.draw(st.integers(-x.ndim - 1, x.ndim))
     assert_same(t.unsqueeze(d).numpy(), np.expand_dims(x, d))
@@ -35,7 +35,7 @@ def test_unsqueeze_squeeze_flatten_match_numpy(device, data):
 @PROPERTY
 @given(data=st.data(), count=st.integers(1, 3))
 def test_cat_and_stack_match_numpy(device, data, count):
-    dtype = data.draw(st.sampled_from(FLOAT32_ONLY[_kind(device)] + ([ll.int64] if device == "cpu" else [])))
+    dtype = data.draw(st.sampled_from(FLOATS[_kind(device)] + ([ll.int64] if device == "cpu" else [])))
     shape = data.draw(shapes(min_dims=1))
     d = data.draw(st.integers(-len(shape), len(shape) - 1))
     pairs = []

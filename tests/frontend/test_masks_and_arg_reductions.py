@@ -2,7 +2,7 @@
 (t[mask] = v) against numpy with hypothesis, on the CPU backend and CUDA, and their errors."""
 import numpy as np
 import pytest
-from helpers.tensor_strategies import FLOAT32_ONLY, LAYOUTS, PROPERTY, as_tensor, assert_same, shapes, values
+from helpers.tensor_strategies import FLOATS, LAYOUTS, PROPERTY, as_tensor, assert_same, shapes, values
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -26,7 +26,7 @@ def _dim(data, ndim):
 @PROPERTY
 @given(data=st.data(), op=st.sampled_from(["all", "any"]), keepdim=st.booleans(), of_bool=st.booleans())
 def test_all_and_any_match_numpy(device, data, op, keepdim, of_bool):
-    t, x = _one(data, device, FLOAT32_ONLY[_kind(device)])
+    t, x = _one(data, device, FLOATS[_kind(device)])
     if of_bool:
         t, x = t > 0, x > 0
     dim = _dim(data, x.ndim)
@@ -62,7 +62,7 @@ def test_mask_indexing_matches_numpy(device, data, leading):
 @PROPERTY
 @given(data=st.data(), leading=st.booleans(), scalar=st.booleans())
 def test_mask_assignment_matches_numpy(device, data, leading, scalar):
-    dtype = data.draw(st.sampled_from(FLOAT32_ONLY[_kind(device)]))
+    dtype = data.draw(st.sampled_from(FLOATS[_kind(device)]))
     x = data.draw(values(dtype, data.draw(shapes(min_dims=1))))
     t = ll.tensor(x, dtype=dtype, device=device)
     m = data.draw(values(ll.bool, x.shape[:1] if leading else x.shape))

@@ -71,10 +71,10 @@ def test_integer_and_float64_unary_ops_and_division_match_numpy(device, data, op
     dtype, [(a, x), (b, y)] = _operands(data, device, dtypes)
     with np.errstate(all="ignore"):
         expected = {"neg": np.negative, "abs": np.abs, "sqrt": np.sqrt, "div": None,
-                    "relu": lambda v: np.where(v < 0, v.dtype.type(0), v)}[op]
+                    "relu": lambda v: np.where((v > 0) | np.isnan(v), v, v.dtype.type(0))}[op]   # -0.0 -> +0.0
         expected = x / y if op == "div" else expected(x)
         got = a / b if op == "div" else getattr(ll, op)(a) if op != "relu" else a.relu()
-    assert_same(got.numpy(), expected, signed_zeros=op != "relu")
+    assert_same(got.numpy(), expected)
 
 
 def test_integer_division_is_refused_on_every_backend(device):
@@ -179,3 +179,40 @@ def test_float_to_int_where_c_is_undefined_follows_ptx_on_cuda(driver):
     x = ll.tensor([np.nan, np.inf, -np.inf, 3e9, -3e9, -2.7], device="cuda")
     np.testing.assert_array_equal(x.to(ll.int32).numpy(), [0, 2**31 - 1, -2**31, 2**31 - 1, -2**31, -2])
     np.testing.assert_array_equal(x.double().to(ll.int64).numpy()[[0, 5]], [0, -2])
+
+
+def _round_to(dtype, v: np.ndarray) -> np.ndarray:
+    """float32 values rounded once to float16 / bfloat16 (nearest even), back as float32."""
+    if dtype is ll.float16:
+        return v.astype(np.float16).astype(np.float32)
+    bits = v.view(np.uint32)
+    rounded = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) & np.uint32(0xFFFF0000)).view(np.float32)
+    return np.where(np.isnan(v), np.float32(np.nan), rounded)
+
+
+HALF_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum,
+               "minimum": np.minimum}
+HALF_UNARY = {"neg": np.negative, "abs": np.abs, "sqrt": np.sqrt, "relu": lambda v: np.where((v > 0) | np.isnan(v), v, np.float32(0)),
+              "exp": np.exp, "tanh": np.tanh, "log": np.log, "sigmoid": lambda v: 1 / (1 + np.exp(-v))}
+HALF_EXACT = {"neg", "abs", "sqrt", "relu"}
+
+
+@PROPERTY
+@given(data=st.data(), op=st.sampled_from(sorted(HALF_BINARY) + sorted(HALF_UNARY)))
+def test_half_arithmetic_is_float32_rounded_once(device, data, op):
+    """float16 and bfloat16 compute in float32 and round once (as PyTorch): the arithmetic
+    and the exact unary ops are numpy's float32 result rounded; the math ops within one ulp."""
+    dtype, [(a, x), (b, y)] = _operands(data, device, [ll.float16, ll.bfloat16])
+    x, y = x.astype(np.float32), y.astype(np.float32)
+    with np.errstate(all="ignore"):
+        if op in HALF_BINARY:
+            got, want = getattr(ll, op)(a, b), _round_to(dtype, HALF_BINARY[op](x, y).astype(np.float32))
+        else:
+            got, want = getattr(ll, op)(a), _round_to(dtype, HALF_UNARY[op](x).astype(np.float32))
+    assert got.dtype is dtype
+    got = got.to(ll.float32).numpy()
+    if op in HALF_BINARY or op in HALF_EXACT:
+        assert_same(got, want, signed_zeros=op not in ("maximum", "minimum"))
+    else:
+        assert_same(got, want, rtol=2.0 ** -7 if dtype is ll.bfloat16 else 2.0 ** -10, atol=1e-30)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))

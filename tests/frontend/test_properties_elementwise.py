@@ -3,7 +3,7 @@ random shapes with 0-sized dimensions, broadcasting, non-contiguous views, every
 device computes in, and NaN, inf and -0.0 among the values. On the CPU backend and on CUDA
 (the emulated GPU here; the real one where present)."""
 import numpy as np
-from helpers.tensor_strategies import (ELEMENTWISE_DTYPES, FLOAT32_ONLY, LAYOUTS, PROPERTY, as_tensor,
+from helpers.tensor_strategies import (ELEMENTWISE_DTYPES, FLOATS, LAYOUTS, PROPERTY, as_tensor,
                                        assert_same, values)
 from hypothesis import given
 from hypothesis import strategies as st
@@ -41,7 +41,7 @@ def test_binary_ops_match_numpy(device, data, op):
 @PROPERTY
 @given(data=st.data())
 def test_division_matches_numpy(device, data):
-    dtype, [(a, x), (b, y)] = _operands(data, device, FLOAT32_ONLY[_kind(device)])
+    dtype, [(a, x), (b, y)] = _operands(data, device, FLOATS[_kind(device)])
     with np.errstate(all="ignore"):
         expected = x / y
     # division is correctly rounded on both backends: the same bits, 0/0 NaN, 1/-0.0 -inf
@@ -52,7 +52,7 @@ def test_division_matches_numpy(device, data):
 @given(data=st.data(), number=st.sampled_from([2.0, -0.5, 0.0, -0.0, np.inf]),
        op=st.sampled_from(["add", "sub", "mul", "div"]))
 def test_a_number_as_either_operand(device, data, number, op):
-    dtype, [(a, x)] = _operands(data, device, FLOAT32_ONLY[_kind(device)], num=1)
+    dtype, [(a, x)] = _operands(data, device, FLOATS[_kind(device)], num=1)
     fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}[op]
     s = x.dtype.type(number)
     with np.errstate(all="ignore"):
@@ -63,7 +63,7 @@ def test_a_number_as_either_operand(device, data, number, op):
 @PROPERTY
 @given(data=st.data(), op=st.sampled_from(["neg", "relu", "exp"]))
 def test_unary_ops_match_numpy(device, data, op):
-    dtypes = FLOAT32_ONLY[_kind(device)] if op == "exp" else ELEMENTWISE_DTYPES[_kind(device)]
+    dtypes = FLOATS[_kind(device)] if op == "exp" else ELEMENTWISE_DTYPES[_kind(device)]
     dtype, [(a, x)] = _operands(data, device, dtypes, num=1)
     with np.errstate(all="ignore"):
         if op == "relu":
@@ -81,7 +81,7 @@ def test_unary_ops_match_numpy(device, data, op):
 @PROPERTY
 @given(data=st.data(), op=st.sampled_from(sorted(COMPARE)))
 def test_comparisons_match_numpy(device, data, op):
-    dtypes = FLOAT32_ONLY[_kind(device)] + ([ll.int32, ll.int64] if device == "cpu" else [])
+    dtypes = FLOATS[_kind(device)] + ([ll.int32, ll.int64] if device == "cpu" else [])
     dtype, [(a, x), (b, y)] = _operands(data, device, dtypes)
     out = getattr(ll, op)(a, b)
     assert out.dtype is ll.bool
@@ -91,6 +91,6 @@ def test_comparisons_match_numpy(device, data, op):
 @PROPERTY
 @given(data=st.data())
 def test_where_matches_numpy(device, data):
-    dtype, [(a, x), (b, y), (c, z)] = _operands(data, device, FLOAT32_ONLY[_kind(device)], num=3)
+    dtype, [(a, x), (b, y), (c, z)] = _operands(data, device, FLOATS[_kind(device)], num=3)
     cond = c > 0
     assert_same(ll.where(cond, a, b).numpy(), np.where(z > 0, x, y))

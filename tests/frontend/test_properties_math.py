@@ -3,7 +3,7 @@ min) against numpy with hypothesis, on the CPU backend and CUDA: random shapes (
 dimensions, non-contiguous views), NaN, inf and -0.0; and their errors."""
 import numpy as np
 import pytest
-from helpers.tensor_strategies import FLOAT32_ONLY, LAYOUTS, PROPERTY, as_tensor, assert_same, shapes, values
+from helpers.tensor_strategies import FLOATS, LAYOUTS, PROPERTY, as_tensor, assert_same, shapes, values
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,7 +27,7 @@ def _one(data, device, dtypes):
 @PROPERTY
 @given(data=st.data(), op=st.sampled_from(sorted(UNARY)))
 def test_unary_math_matches_numpy(device, data, op):
-    t, x = _one(data, device, FLOAT32_ONLY[_kind(device)])
+    t, x = _one(data, device, FLOATS[_kind(device)])
     with np.errstate(all="ignore"):
         expected = UNARY[op](x).astype(x.dtype)
     got = getattr(t, op)().numpy()
@@ -42,7 +42,7 @@ def test_unary_math_matches_numpy(device, data, op):
 @PROPERTY
 @given(data=st.data(), lo=st.sampled_from([None, -1.0, 0.0, np.nan]), hi=st.sampled_from([None, 2.0, -0.0]))
 def test_minimum_clamp_and_min_match_numpy(device, data, lo, hi):
-    t, x = _one(data, device, FLOAT32_ONLY[_kind(device)])
+    t, x = _one(data, device, FLOATS[_kind(device)])
     u, y = as_tensor(data.draw(values(t.dtype, x.shape)), t.dtype, device, "contiguous")
     assert_same(ll.minimum(t, u).numpy(), np.minimum(x, y), signed_zeros=False)
     if lo is not None or hi is not None:
@@ -73,7 +73,7 @@ def _pow_tolerance(x, y, device):
 def test_pow_matches_numpy(device, data, exponent):
     # on CUDA float32 by ptx/pow_f32.ptx, with C's special cases (x^0 = 1, 1^y = 1, NaN,
     # signed zeros and infinities) exact, the rest approximate (see its header)
-    t, x = _one(data, device, FLOAT32_ONLY[_kind(device)])
+    t, x = _one(data, device, FLOATS[_kind(device)])
     with np.errstate(all="ignore"):
         expected = np.power(x, x.dtype.type(exponent))
         assert_same((t ** exponent).numpy(), expected, rtol=_pow_tolerance(x, exponent, device), atol=1e-30)
@@ -113,10 +113,9 @@ def test_math_ops_refuse_what_they_cannot_take(device):
         ll.minimum(ll.zeros(2, device=device), ll.zeros(3, device=device))
 
 
-def test_cuda_math_has_float32_kernels_and_names_what_it_lacks(driver):
+def test_cuda_math_has_kernels_for_every_float_dtype(driver):
     x = ll.tensor([0.25, 4.0], device="cuda")
     np.testing.assert_allclose(x.rsqrt().numpy(), [2.0, 0.5], rtol=1e-6)
-    with pytest.raises(NotImplementedError, match="tanh has no CUDA kernel for dtype float16"):
-        x.half().tanh()
-    with pytest.raises(NotImplementedError, match="pow has no CUDA kernel for dtype float16"):
-        x.half() ** 2.0
+    np.testing.assert_allclose(x.half().tanh().numpy(), np.tanh(x.numpy()).astype(np.float16), rtol=1e-3)
+    np.testing.assert_array_equal((x.double() ** 2.0).numpy(), [0.0625, 16.0])     # exact: 1 ulp at most
+    np.testing.assert_array_equal((x.to(ll.bfloat16) ** 2.0).to(ll.float32).numpy(), [0.0625, 16.0])

@@ -2,7 +2,7 @@
 ops and item assignment, against numpy, on the CPU backend and on CUDA: random shapes with
 0-sized dimensions, non-contiguous inputs, NaN, inf and -0.0 among the values."""
 import numpy as np
-from helpers.tensor_strategies import FLOAT32_ONLY, LAYOUTS, PROPERTY, as_tensor, assert_same, shapes, values
+from helpers.tensor_strategies import FLOATS, LAYOUTS, PROPERTY, as_tensor, assert_same, shapes, values
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -31,7 +31,7 @@ def _dim(data, ndim):
 @PROPERTY
 @given(data=st.data(), op=st.sampled_from(["sum", "mean", "max"]), keepdim=st.booleans())
 def test_reductions_match_numpy(device, data, op, keepdim):
-    t, x = _one(data, device, FLOAT32_ONLY[_kind(device)])
+    t, x = _one(data, device, FLOATS[_kind(device)])
     dim = _dim(data, x.ndim)
     if op == "max":
         assume(x.size and (dim is None or x.shape[dim]))       # an empty max is an error (below)
@@ -50,7 +50,7 @@ def test_reductions_match_numpy(device, data, op, keepdim):
 @PROPERTY
 @given(data=st.data())
 def test_max_of_an_empty_dimension_is_an_error(device, data):
-    t, x = _one(data, device, FLOAT32_ONLY[_kind(device)], min_dims=1)
+    t, x = _one(data, device, FLOATS[_kind(device)], min_dims=1)
     dim = data.draw(st.integers(0, x.ndim - 1))
     assume(x.shape[dim] == 0)
     try:
@@ -64,7 +64,7 @@ def test_max_of_an_empty_dimension_is_an_error(device, data):
 @PROPERTY
 @given(data=st.data())
 def test_softmax_matches_numpy(device, data):
-    t, x = _one(data, device, FLOAT32_ONLY[_kind(device)], min_dims=1)
+    t, x = _one(data, device, FLOATS[_kind(device)], min_dims=1)
     dim = data.draw(st.integers(-x.ndim, x.ndim - 1), label="dim")
     v = x.astype(np.float64)
     with np.errstate(all="ignore"):
@@ -77,7 +77,7 @@ def test_softmax_matches_numpy(device, data):
 @given(data=st.data(), batch=st.sampled_from([None, 0, 1, 3]), m=st.integers(0, 4), k=st.integers(0, 4),
        n=st.integers(0, 4), layout_a=LAYOUTS, layout_b=LAYOUTS)
 def test_matmul_matches_numpy(device, data, batch, m, k, n, layout_a, layout_b):
-    dtype = data.draw(st.sampled_from(FLOAT32_ONLY[_kind(device)]))
+    dtype = data.draw(st.sampled_from(FLOATS[_kind(device)]))
     lead = () if batch is None else (batch,)
     x = data.draw(values(dtype, lead + (m, k), specials=False))
     y = data.draw(values(dtype, (k, n) if data.draw(st.booleans()) else lead + (k, n), specials=False))
@@ -121,7 +121,7 @@ INPLACE = {"add_": np.add, "sub_": np.subtract, "mul_": np.multiply, "div_": np.
 @PROPERTY
 @given(data=st.data(), op=st.sampled_from(sorted(INPLACE)))
 def test_inplace_ops_change_the_view_and_its_base(device, data, op):
-    dtype = data.draw(st.sampled_from(FLOAT32_ONLY[_kind(device)]))
+    dtype = data.draw(st.sampled_from(FLOATS[_kind(device)]))
     x = data.draw(values(dtype, data.draw(shapes(min_dims=1))))
     base = ll.tensor(x, dtype=dtype, device=device)
     index = data.draw(hnp.basic_indices(x.shape).filter(_positive_steps), label="index")
@@ -138,7 +138,7 @@ def test_inplace_ops_change_the_view_and_its_base(device, data, op):
 @PROPERTY
 @given(data=st.data(), scalar=st.booleans())
 def test_setitem_matches_numpy(device, data, scalar):
-    dtype = data.draw(st.sampled_from(FLOAT32_ONLY[_kind(device)] + ([ll.int64] if device == "cpu" else [])))
+    dtype = data.draw(st.sampled_from(FLOATS[_kind(device)] + ([ll.int64] if device == "cpu" else [])))
     x = data.draw(values(dtype, data.draw(shapes(min_dims=1))))
     t = ll.tensor(x, dtype=dtype, device=device)
     index = data.draw(hnp.basic_indices(x.shape, allow_newaxis=True).filter(_positive_steps), label="index")
@@ -158,7 +158,7 @@ def test_setitem_matches_numpy(device, data, scalar):
 @PROPERTY
 @given(data=st.data())
 def test_fill_zero_and_copy(device, data):
-    t, x = _one(data, device, FLOAT32_ONLY[_kind(device)], min_dims=1)
+    t, x = _one(data, device, FLOATS[_kind(device)], min_dims=1)
     if any(st_ == 0 and n > 1 for st_, n in zip(t.strides, t.shape)):
         t = t.contiguous()              # an expanded view cannot be written (an error, tested elsewhere)
     src = data.draw(values(t.dtype, x.shape[1:]))

@@ -116,3 +116,24 @@ def available_dynamic_smem(cc, fn, blocks, block_size):
     available = min(per_sm // blocks // 128 * 128, limit)
     available -= fn["sharedSizeBytes"] + prop["reservedSharedMemPerBlock"]
     return min(available, fn["maxDynamicSharedSizeBytes"])
+
+
+# The SMs of each GPC of an H100 SXM5 / H200 (132 SMs in 8 GPCs): a cluster's CTAs are
+# placed in one GPC, so a cluster is as large as the CTAs the largest GPC holds at once.
+GPC_SMS = {90: (18, 18, 16, 16, 16, 16, 16, 16)}
+PORTABLE_CLUSTER_SIZE, MAX_CLUSTER_SIZE = 8, 16
+
+
+def max_potential_cluster_size(cc, fn, block_size, dynamic=0, non_portable=False, max_cluster_rank=0,
+                               required=None):
+    """cuOccupancyMaxPotentialClusterSize: the required cluster's size when the kernel has
+    one; else the portable 8 (16 with non-portable sizes allowed), at most the kernel's
+    .maxclusterrank, as far as the largest GPC holds that many CTAs at once."""
+    if required:
+        x, y, z = required
+        return x * y * z
+    limit = MAX_CLUSTER_SIZE if non_portable else PORTABLE_CLUSTER_SIZE
+    if max_cluster_rank:
+        limit = min(limit, max_cluster_rank)
+    per_sm = max_active_blocks(cc, fn, block_size, dynamic)[0]
+    return min(limit, per_sm * max(GPC_SMS[cc]))

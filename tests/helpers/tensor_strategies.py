@@ -23,11 +23,13 @@ SPECIALS = [np.nan, np.inf, -np.inf, -0.0, 0.0]
 NUMPY = {ll.float32: np.float32, ll.float64: np.float64, ll.float16: np.float16, ll.int32: np.int32,
          ll.int64: np.int64, ll.bool: np.bool_}
 
-# What each device computes in, per op family (the dispatcher refuses the rest, naming
-# the op and dtype): the CPU backend takes every dtype, CUDA float32 (and float16 for
-# element-wise arithmetic).
-ELEMENTWISE_DTYPES = {"cpu": [ll.float32, ll.float64, ll.int32, ll.int64], "cuda": [ll.float32, ll.float16]}
-FLOAT32_ONLY = {"cpu": [ll.float32, ll.float64], "cuda": [ll.float32]}
+# The dtypes the property tests draw, per op family and device. Both backends now compute the
+# same dtypes: the element-wise arithmetic (+ - * maximum minimum neg relu abs) for every
+# number dtype (bfloat16 too, drawn by test_properties_dtypes.py, which makes its values),
+# the float ops (/ exp sqrt pow and the math ops, reductions, softmax) for the floats.
+ELEMENTWISE_DTYPES = {"cpu": [ll.float32, ll.float64, ll.float16, ll.int32, ll.int64],
+                      "cuda": [ll.float32, ll.float64, ll.float16, ll.int32, ll.int64]}
+FLOATS = {"cpu": [ll.float32, ll.float64], "cuda": [ll.float32, ll.float64]}
 
 
 def shapes(min_dims=0, max_dims=3, max_side=4):

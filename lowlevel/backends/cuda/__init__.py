@@ -4,11 +4,12 @@
                      allocator which streams use a tensor
     layout.py        contiguous copies of strided views, broadcasting, casts (every pair of dtypes),
                      host <-> device
-    elementwise.py   add sub mul div maximum minimum neg relu exp abs sqrt pow ... (float32, float16;
-                     the arithmetic also int32, int64, float64)
-    compare.py       comparisons (-> bool), where (every dtype), copy_ into strided views
+    elementwise.py   add sub mul div maximum minimum neg relu exp abs sqrt pow and the math ops
+                     (float32, float16, bfloat16, float64; the arithmetic also int32, int64, bool)
+    compare.py       comparisons (-> bool) and where (every dtype), copy_ into strided views
     reductions.py    sum max mean softmax (float32), by rows
-    dtype_reductions.py  the other dtypes' reductions, argmax, argmin
+    dtype_reductions.py  the other dtypes' reductions and softmax, argmax, argmin
+    fill.py          zeros ones full on the device: memsets, or fill_u16 / fill_u64 of ptx/fill.ptx
     masks.py         t[mask] (masked_select) and its gradient's scatter
     matmul.py        matmul on cuBLAS (float32, float64, float16, bfloat16)
     matmul_ptx.py    or on the handwritten sgemm_tiled / hgemm_mma: matmul_library("ptx")
@@ -23,7 +24,7 @@ handwritten kernels of ptx/ instead of cuBLAS.
 import sys
 import types
 
-from . import compare, dtype_reductions, elementwise, layout, masks, matmul, reductions  # noqa: F401  (each registers its kernels)
+from . import compare, dtype_reductions, elementwise, fill, layout, masks, matmul, reductions  # noqa: F401  (each registers its kernels)
 from .matmul_ptx import matmul_library  # noqa: F401  (lowlevel.backends.cuda.matmul_library)
 
 

@@ -2,9 +2,10 @@
 (the kernels of ptx/compare_f32.ptx, the generated compare_{i32,i64,f64}.ptx and
 where_bits.ptx, and ptx/strided_store.ptx).
 
-Comparisons run for float32, float64, int32 and int64, and for float16 and bfloat16 by
-widening both operands to float32 first (exact, so the comparison is too); where for every
-dtype, by the width of its elements. Another dtype finds no kernel here and the dispatcher's
+Comparisons run for float32, float64, int32 and int64, for float16 and bfloat16 by widening
+both operands to float32 first (exact, so the comparison is too), and for bool as int32
+(False = 0 < True = 1, as numpy and PyTorch order them); where for every dtype, by the width
+of its elements. Another dtype finds no kernel here and the dispatcher's
 NotImplementedError names the op and the dtype (no silent host round trip).
 """
 import struct
@@ -18,10 +19,11 @@ from .launch import BLOCK, grid_for, launch, suffix
 from .layout import MAX_DIMS, cast, materialize
 
 _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
-_STORE_KERNEL = {2: "strided_store_b16", 4: "strided_store_b32", 8: "strided_store_b64"}
+_STORE_KERNEL = {1: "strided_store_b8", 2: "strided_store_b16", 4: "strided_store_b32", 8: "strided_store_b64"}
 
 
-_HALVES = (dt.float16, dt.bfloat16)       # compared as float32: widening is exact
+# compared in a wider dtype, exactly: the halves as float32, bool as int32
+_WIDER = {dt.float16: dt.float32, dt.bfloat16: dt.float32, dt.bool_: dt.int32}
 
 
 def _compare_kernel(op: str):
@@ -30,8 +32,8 @@ def _compare_kernel(op: str):
         out = empty(shape, dtype=dt.bool_, device=a.device)
         n = out.numel()
         if n:
-            if a.dtype in _HALVES:
-                a, b = cast(a, dt.float32), cast(b, dt.float32)
+            if a.dtype in _WIDER:
+                a, b = cast(a, _WIDER[a.dtype]), cast(b, _WIDER[a.dtype])
             sfx = suffix(a)
             launch(f"compare_{sfx}", f"{op}_{sfx}", grid_for(n), BLOCK,
                    (out, materialize(a, shape), materialize(b, shape), n))
@@ -40,7 +42,7 @@ def _compare_kernel(op: str):
 
 
 for _op in _COMPARE:
-    register_kernel(_op, CUDA, _compare_kernel(_op), dtypes=[dt.float32, dt.float64, dt.int32, dt.int64, *_HALVES],
+    register_kernel(_op, CUDA, _compare_kernel(_op), dtypes=[dt.float32, dt.float64, dt.int32, dt.int64, *_WIDER],
                     name=_op)
 
 # where moves raw bits: one kernel per element width
@@ -75,7 +77,7 @@ def copy_(dst: Tensor, src: Tensor) -> Tensor:
     """Write src (of dst's dtype, broadcastable to dst's shape, not overlapping dst) into the
     view dst: src is made contiguous in dst's shape, then scattered by strided_store."""
     if dst.dtype.itemsize not in _STORE_KERNEL:
-        raise NotImplementedError(f"copy_ on CUDA writes 2, 4 and 8-byte elements, not {dst.dtype.name}")
+        raise NotImplementedError(f"copy_ on CUDA writes 1, 2, 4 and 8-byte elements, not {dst.dtype.name}")
     n = dst.numel()
     if n:
         layout, _ = view_layout(dst)

@@ -10,6 +10,7 @@ from ...dispatch import CUDA, call, register_kernel
 from ...frontend.creation import empty, from_numpy_values
 from ...frontend.tensor import Tensor
 from .launch import BLOCK, SUFFIX, grid_for, launch, record_uses, suffix
+from .peer_copy import peer_copy
 
 _COPY_KERNEL = {1: "strided_copy_b8", 2: "strided_copy_b16", 4: "strided_copy_b32", 8: "strided_copy_b64"}
 MAX_DIMS = 6
@@ -75,7 +76,10 @@ def cast(x: Tensor, dtype) -> Tensor:
 
 @register_kernel("to_device", CUDA)
 def to_device(x: Tensor, device) -> Tensor:
-    """Host tensor -> CUDA: an async copy on the current stream (staged from pageable memory)."""
+    """Host tensor -> CUDA: an async copy on the current stream (staged from pageable memory);
+    a tensor of another CUDA device: a peer copy (peer_copy.py)."""
+    if x.device.type == "cuda":
+        return peer_copy(materialize(x, x.shape), device)
     return from_numpy_values(x.dtype.to_numpy_values(x.host_view()), x.dtype, device)
 
 

@@ -17,7 +17,7 @@ import threading
 import traceback
 
 from ...capi.constants import CURESULT, CURESULT_NAME
-from ..engine.memory import DeviceMemory
+from ..engine.memory import DeviceMemory, unified_arena
 from . import capture, device
 from .entry import CFunctions, keep_interrupt, write_out
 from .errors import EmuError, describe, static_c_string
@@ -92,7 +92,8 @@ class Context:
         self.refcount = 0
         self.lock = threading.RLock()
         # each device's addresses follow the previous device's: unified addressing
-        self.memory = DeviceMemory(device.memory_size(), first_offset=ordinal * device.memory_size())
+        size = device.memory_size()
+        self.memory = DeviceMemory(size, first_offset=ordinal * size, arena=unified_arena(DEVICE_COUNT, size))
         self.legacy = Stream(self, 0, "legacy")
         self.streams: dict[int, Stream] = {}
         self.retired: list[Stream] = []         # destroyed, with work still queued

@@ -1,5 +1,6 @@
 """cuLaunchKernelEx (a CUlaunchConfig with its launch attributes), cuLaunchCooperativeKernel,
-and cuOccupancyMaxActiveClusters (which takes a CUlaunchConfig too).
+and cuOccupancyMaxActiveClusters and cuOccupancyMaxPotentialClusterSize (which take a
+CUlaunchConfig too).
 
 Each attribute is read as the driver reads it: the ones that change what runs (cluster
 shape, cooperative, the portable-cluster mode) are honoured; scheduling hints (priority,
@@ -14,13 +15,14 @@ from dataclasses import dataclass
 
 from ...capi.constants import CLUSTER_SCHEDULING_POLICY, LAUNCH_ATTRIBUTE
 from ...capi.launch_types import PORTABLE_CLUSTER_MODE, CUlaunchAttribute, CUlaunchConfig
-from .clusters import cluster_for_launch
+from .clusters import MAX_CLUSTER_SIZE, PORTABLE_CLUSTER_SIZE, cluster_for_launch, non_portable_allowed
 from .context import api, current
 from .entry import write_out
 from .errors import EmuError
 from .launch import check_config, kernel_run, param_buffer
 from .modules import function_of
-from .occupancy import check_cooperative, max_active_clusters
+from . import device
+from .occupancy import check_cooperative, max_active_clusters, max_potential_cluster_size
 
 _NAMES = {number: name.removeprefix("CU_LAUNCH_ATTRIBUTE_") for name, number in LAUNCH_ATTRIBUTE.items()}
 _HINTS = {"MEM_SYNC_DOMAIN_MAP"}
@@ -165,3 +167,25 @@ def cuOccupancyMaxActiveClusters(clusters_out, handle, config):
         raise EmuError("CUDA_ERROR_INVALID_CLUSTER_SIZE",
                        f"{f.kernel.name}: neither the config nor the kernel gives a cluster size")
     write_out(ctypes.c_int, clusters_out, max_active_clusters(f, block, c.sharedMemBytes, cluster))
+
+
+@api
+def cuOccupancyMaxPotentialClusterSize(size_out, handle, config):
+    """"The cluster dimensions in config are ignored"; a kernel's required cluster shape is
+    the answer; otherwise the portable size (8), or 16 where non-portable sizes are allowed,
+    within the kernel's .maxclusterrank, as far as a cluster of it is resident at once."""
+    f = function_of(current(), handle)
+    c, options = read_config(config)
+    if device.arch() < 90:
+        raise EmuError("CUDA_ERROR_INVALID_CLUSTER_SIZE",
+                       f"{f.kernel.name}: thread-block clusters need compute capability 9.0, the device is "
+                       f"sm_{device.arch()}")
+    if any(f.cluster_dims):                 # __cluster_dims__, or REQUIRED_CLUSTER_WIDTH/HEIGHT/DEPTH
+        x, y, z = f.cluster_dims
+        write_out(ctypes.c_int, size_out, x * y * z)
+        return
+    limit = MAX_CLUSTER_SIZE if non_portable_allowed(f, options.portable_mode) else PORTABLE_CLUSTER_SIZE
+    if f.kernel.maxclusterrank:
+        limit = min(limit, f.kernel.maxclusterrank)
+    block = (c.blockDimX, c.blockDimY, c.blockDimZ)
+    write_out(ctypes.c_int, size_out, max_potential_cluster_size(f, block, c.sharedMemBytes, limit))

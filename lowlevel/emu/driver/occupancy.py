@@ -120,6 +120,15 @@ def max_active_clusters(f: Function, block, shared: int, cluster) -> int:
     return sum(int(sms * scale) * per_sm // size for sms in GPC_SMS)
 
 
+def max_potential_cluster_size(f: Function, block, shared: int, size_limit: int) -> int:
+    """The largest cluster (in CTAs, up to `size_limit`) of which at least one is resident
+    at once, by max_active_clusters' rule (its CTAs in one GPC); 0 when none fits."""
+    for size in range(size_limit, 0, -1):
+        if max_active_clusters(f, block, shared, (size, 1, 1)):
+            return size
+    return 0
+
+
 def check_cooperative(f: Function, grid, block, shared: int, cluster) -> None:
     """A cooperative grid must be resident all at once (its CTAs wait for each other)."""
     ctas = grid[0] * grid[1] * grid[2]

@@ -6,11 +6,14 @@ cuCtxDisablePeerAccess record it, with the driver's codes for enabling twice and
 disabling what was not enabled. cuMemcpyPeer(Async) copies between two contexts' memories
 whether or not peer access is enabled, as the driver does (staging through the host).
 
-Limitation: a kernel on one emulated device cannot dereference another device's memory even
-with peer access enabled: the access faults (an illegal address), where a GPU would reach
-the peer. Copy between devices instead.
+With peer access enabled, a kernel of the context reaches the peer's allocations through
+their (unified) addresses: loads, stores and atomics, as over NVLink; without it, or once
+disabled, such an access faults (CUDA_ERROR_ILLEGAL_ADDRESS). The devices' arenas are one
+mapping (engine/memory.py, unified_arena), so the engine's lookup only has to admit the
+peer's allocations (DeviceMemory.peer_memories, asked when an access misses its own).
 """
 import ctypes
+import functools
 
 from ..engine.memory import AccessFault
 from .context import Context, api, context_by_handle, current, device_ordinal, live
@@ -49,6 +52,12 @@ def cuCtxEnablePeerAccess(handle, flags):
         raise EmuError("CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
                        f"access from device {ctx.ordinal} to device {peer.ordinal} is enabled already")
     ctx.peers = [p for p in ctx.peers if live(p) is p] + [peer]
+    ctx.memory.peer_memories = functools.partial(_reachable, ctx)
+
+
+def _reachable(ctx: Context) -> tuple:
+    """The memories ctx's kernels may reach besides its own: its enabled peers still alive."""
+    return tuple(p.memory for p in ctx.peers if live(p) is p)
 
 
 @api

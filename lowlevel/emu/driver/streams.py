@@ -4,7 +4,7 @@ import threading
 
 from ...capi.prototypes import CUhostFn
 from .capture import refuse_capturing, refuse_unsafe
-from .context import LEGACY_STREAM_HANDLES, Context, api, current, forget_handle, lookup_handle
+from .context import LEGACY_STREAM_HANDLES, Context, api, current, forget_handle, live_contexts, lookup_handle
 from .entry import write_out
 from .errors import EmuError
 from .limits import LEAST_PRIORITY, clamp_priority
@@ -81,7 +81,7 @@ def cuStreamQuery(handle):
 def cuStreamWaitEvent(stream_handle, event_handle, flags):
     ctx = current()
     stream = ctx.stream(stream_handle)
-    event = _event(ctx, event_handle)
+    event = _event_of_any_context(ctx, event_handle)
     if flags not in (0,):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown cuStreamWaitEvent flags {flags:#x}")
     if event.captured is not None or stream.capture is not None:
@@ -129,6 +129,14 @@ def cuLaunchHostFunc(stream_handle, fn, user_data):
 # ---- events ---------------------------------------------------------------------------------
 def _event(ctx: Context, handle: int) -> Event:
     return lookup_handle(ctx.events, handle, "event")
+
+
+def _event_of_any_context(ctx: Context, handle: int) -> Event:
+    """cuStreamWaitEvent's event "may be from a different context or device than stream"."""
+    for other in (ctx, *(c for c in live_contexts() if c is not ctx)):
+        if handle in other.events:
+            return other.events[handle]
+    return _event(ctx, handle)          # CUDA_ERROR_INVALID_HANDLE
 
 
 def _uncaptured(event: Event, call: str) -> Event:

@@ -11,6 +11,7 @@ inside one live allocation, and it is aligned to its own size.
 """
 import bisect
 import ctypes
+import functools
 import mmap
 import sys
 import threading
@@ -47,14 +48,24 @@ class AccessFault(Exception):
 class DeviceMemory:
     """The arena and its allocation table (first fit over a sorted free list)."""
 
-    def __init__(self, size: int, first_offset: int = 0):
+    def __init__(self, size: int, first_offset: int = 0, arena: mmap.mmap | None = None):
         # `first_offset`: where this device's addresses begin above BASE, so that several
         # devices never hand out the same address (unified addressing); the pages below it
         # are mapped but never touched, which costs nothing (and, not reserved, counts
-        # against no overcommit limit).
+        # against no overcommit limit). `arena`: the mapping all devices share
+        # (unified_arena), so that an arena offset reaches a peer device's bytes too.
         self.size = size
-        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (MAP_NORESERVE if first_offset else 0)
-        self._map = mmap.mmap(-1, first_offset + size, flags=flags)
+        if arena is None:
+            flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (MAP_NORESERVE if first_offset else 0)
+            arena = mmap.mmap(-1, first_offset + size, flags=flags)
+        elif len(arena) < first_offset + size:
+            raise ValueError(f"the shared arena ({len(arena)} bytes) ends before this device's memory")
+        self._map = arena
+        # The memories of the devices this one's kernels may also reach (those its context
+        # enabled peer access to, cuCtxEnablePeerAccess): asked only when an access misses
+        # this device's own allocations. The driver sets it; a callable, as a peer that is
+        # reset since is a fresh context whose access was never enabled.
+        self.peer_memories = tuple
         self.u8 = np.frombuffer(self._map, dtype=np.uint8)
         self.host_base = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
         self._lock = threading.Lock()
@@ -177,9 +188,43 @@ class DeviceMemory:
             else:
                 inside[:] = False
             if not inside.all():
+                inside |= self._in_peers(addrs, nbytes)
+            if not inside.all():
                 i = int(np.argmin(inside))
                 raise AccessFault("CUDA_ERROR_ILLEGAL_ADDRESS", i, int(addrs.flat[i]), nbytes)
         return (addrs - np.uint64(BASE)).astype(np.int64)
 
+    def within(self, addrs: np.ndarray, nbytes: int) -> np.ndarray:
+        """Bool mask over `addrs` (uint64): the `nbytes` bytes at each lie inside one live
+        allocation of this memory."""
+        _, _, starts, ends = self._index
+        if not len(ends):
+            return np.zeros(addrs.shape, bool)
+        j = np.searchsorted(starts, addrs, side="right").astype(np.int64) - 1
+        return (j >= 0) & (addrs + np.uint64(nbytes) <= ends[np.maximum(j, 0)])
 
-__all__ = ["BASE", "ALIGNMENT", "DeviceMemory", "AccessFault", "OutOfMemory", "KernelFault"]
+    def _in_peers(self, addrs: np.ndarray, nbytes: int) -> np.ndarray:
+        # Peer access (cuCtxEnablePeerAccess) maps the peer's allocations into this
+        # device's address space; in one shared arena their offsets index the same bytes.
+        inside = np.zeros(addrs.shape, bool)
+        for peer in self.peer_memories():
+            if peer.host_base == self.host_base:         # one mapping: offsets agree
+                inside |= peer.within(addrs, nbytes)
+        return inside
+
+
+def unified_arena(devices: int, size: int) -> mmap.mmap | None:
+    """The one mapping the memories of `devices` devices of `size` bytes each share (None
+    for one device, which maps its own): device k's bytes are at offsets [k*size, (k+1)*size),
+    as its addresses are [BASE + k*size, ...). Made once per process (and per shape)."""
+    if devices <= 1:
+        return None
+    return _arena(devices * size)
+
+
+@functools.cache
+def _arena(nbytes: int) -> mmap.mmap:
+    return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE)
+
+
+__all__ = ["BASE", "ALIGNMENT", "DeviceMemory", "unified_arena", "AccessFault", "OutOfMemory", "KernelFault"]
