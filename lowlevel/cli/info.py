@@ -14,6 +14,7 @@ def command(args) -> int:
     print(f"lowlevel {__version__}")
     print(f"driver:  {info['kind']} - {info['description']}")
     print(f"         CUDA driver API version {info['version']}")
+    print(f"         device times: {info['timing']}")
     if info["kind"] == "emu":
         # Imported here, not at the top: only the emulated GPU has a JIT of lowlevel's own.
         from .. import emu  # noqa: PLC0415

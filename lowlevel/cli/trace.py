@@ -58,6 +58,9 @@ def add_parser(sub) -> None:
                         help="inputs that require grad: the route through Autograd, and the backward's kernels")
     parser.add_argument("--graph", action="store_true",
                         help="capture the op in a CUDA graph and trace one replay of it")
+    parser.add_argument("--timeline", metavar="PATH", default=None,
+                        help="also profile the traced call and write its timeline to PATH as a Chrome trace "
+                             "(open it in ui.perfetto.dev or chrome://tracing)")
     parser.set_defaults(run=command)
 
 
@@ -65,7 +68,7 @@ def command(args) -> int:
     """One op followed through the five layers, with what each cost."""
     try:
         print(run(args.op, size=args.size, dtype=args.dtype, device=args.device, requires_grad=args.requires_grad,
-                  graph=args.graph, library=args.library))
+                  graph=args.graph, library=args.library, timeline=args.timeline))
     except (NotImplementedError, ValueError, LibraryRefused) as e:   # no kernel for the dtype or shape
         print(f"lowlevel trace: {e}", file=sys.stderr)
         return 2
@@ -97,27 +100,28 @@ class LibraryRefused(Exception):
 
 
 def run(op: str, size: int = 1024, dtype: str = "float32", device: str = "cuda", requires_grad: bool = False,
-        graph: bool = False, library: str | None = None) -> str:
+        graph: bool = False, library: str | None = None, timeline: str | None = None) -> str:
     """The report of one traced call of `op` on square inputs (that require grad, if asked;
     with `graph`, of one replay of the op captured into a CUDA graph), with matmul on
-    `library` ("cublas" or "ptx") when given."""
+    `library` ("cublas" or "ptx") when given; with `timeline`, the traced call is also
+    profiled (lowlevel.profile) and its timeline written there as a Chrome trace."""
     if op not in OPS:
         raise ValueError(f"trace knows {', '.join(OPS)}; not {op!r}")
     if graph and (device != "cuda" or requires_grad):
         raise ValueError("--graph captures the op on a CUDA device (--device cuda), without --requires-grad")
     if library is None:
-        return _run(op, size, dtype, device, requires_grad, graph)
+        return _run(op, size, dtype, device, requires_grad, graph, timeline=timeline)
     if op != "matmul":
         raise LibraryRefused(f"--library chooses the matmul library; {op} has none to choose")
     with matmul_library(library):
         try:
-            return _run(op, size, dtype, device, requires_grad, graph, library)
+            return _run(op, size, dtype, device, requires_grad, graph, library, timeline)
         except (TypeError, ValueError) as e:
             raise LibraryRefused(f"matmul on the {library} library: {e}") from e
 
 
 def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph: bool = False,
-         library: str | None = None) -> str:
+         library: str | None = None, timeline: str | None = None) -> str:
     rng = np.random.default_rng(0)
     dtype = as_dtype(dtype)
     args = _inputs(op, size, dtype, device, rng, requires_grad)
@@ -137,11 +141,12 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
     begin, end = cuda.Event(), cuda.Event()
     emu_before = _thread_instructions(drv)
     begin.record(stream)
-    with trace.Recorder() as rec:
-        t0 = time.perf_counter()
-        result = work()
-        host_s = time.perf_counter() - t0           # the call returned: the work is queued
-    end.record(stream)
+    with dispatch.profile() if timeline else contextlib.nullcontext() as profiled:
+        with trace.Recorder() as rec:
+            t0 = time.perf_counter()
+            result = work()
+            host_s = time.perf_counter() - t0       # the call returned: the work is queued
+        end.record(stream)                          # before the profile's exit waits for its events
     end.synchronize()
     device_ms = begin.elapsed_ms(end)
     emu_instructions = _thread_instructions(drv) - emu_before
@@ -187,7 +192,7 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
         line(f"    {k['kernel']} ({k['module']}, {where})")
     if on_gpu:
         line(f"    device time between events around the call: {device_ms * 1e3:.1f} us"
-             + ("  (the emulated GPU: CPU time of the emulator)" if emulated else ""))
+             + (f"  (the emulated GPU: {drv.timing})" if emulated else ""))
     else:
         line("    none: the op ran on the CPU backend, no kernel was launched")
 
@@ -206,9 +211,10 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
                "emulated": "cuBLAS emulated with numpy on the CPU"}
     line(f"    code that ran: {'; '.join(meaning.get(k, k) for k in kinds) or ('the graph' if graph else 'none')}")
     if emulated:
-        rate = emu_instructions / (device_ms / 1e3) if device_ms > 0 else 0
+        # a rate of the emulator's own: not over a modelled device time
+        rate = emu_instructions / (device_ms / 1e3) if device_ms > 0 and "modelled" not in drv.timing else 0
         line(f"    thread-instructions executed by the emulated GPU's PTX engine: {emu_instructions:,}"
-             + (f" ({rate / 1e6:.0f} M/s)" if emu_instructions else ""))
+             + (f" ({rate / 1e6:.0f} M/s)" if emu_instructions and rate else ""))
         line("    (on the emulated GPU the 'device' shares the CPU and Python's lock with the host, so host")
         line("     times include waiting for the emulator's worker threads)")
 
@@ -217,12 +223,21 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
          f"{validation * 1e6:.1f} us, C calls {crossing * 1e6:.1f} us, the rest dispatch, backend Python and the "
          f"trace's own bookkeeping)")
     out.extend(_summary(split, device_ms, emulated))
+    if timeline:
+        out.extend(_timeline(profiled, timeline))
     return "\n".join(out)
 
 
 def _where(drv) -> str:
     """The driver that ran the GPU work, for the report's first line."""
     return f"{'the real driver' if drv.kind != 'emu' else 'the EMULATED GPU'} ({drv.description})"
+
+
+def _timeline(profiled, path: str) -> list[str]:
+    """The traced call's timeline, drawn and written to `path` (the Chrome trace format)."""
+    profiled.export_chrome_trace(path)
+    return ["\ntimeline  (the traced call, profiled: its host times include the profiler's own recording)",
+            profiled.report(), f"    written to {path}: open it in ui.perfetto.dev or chrome://tracing"]
 
 
 def _host_split(work, drv, repeats: int = 3) -> dict:

@@ -48,9 +48,11 @@ from .allocator import empty_cache, memory_stats
 
 
 def driver_info() -> dict:
-    """Which driver runs ("cuda" or "emu"), what it is, and its CUDA version."""
+    """Which driver runs ("cuda" or "emu"), what it is, its CUDA version, and what its device
+    times mean (Driver.timing)."""
     drv = get_driver()
-    return {"kind": drv.kind, "description": drv.description, "version": format_driver_version(drv.version())}
+    return {"kind": drv.kind, "description": drv.description, "version": format_driver_version(drv.version()),
+            "timing": drv.timing}
 
 
 __all__ = [

@@ -17,6 +17,7 @@ from ctypes import c_double, c_float, c_int, c_int64, c_size_t, c_void_p
 import numpy as np
 
 from .. import trace
+from . import profiling
 from .checked import IntegerArguments
 from ..capi.cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
 from .context import ContextBound, ContextResource, ensure_context, on_reset
@@ -100,16 +101,28 @@ class Cublas:
             if trace.active is None:
                 status = fn(*args)
             else:
-                start = time.perf_counter()
-                status = fn(*args)
-                trace.note_call("cublas", name, ", ".join(show_argument(a) for a in args),
-                                STATUS_NAME.get(status, str(status)), time.perf_counter() - start)
+                status = self._traced(fn, name, args)
             if status != 0:
                 if self.driver is not None:
                     self.driver.reraise_interrupt()
                 raise CublasError(status, name, self.status_string(status))
         setattr(self, name, checked)
         return checked
+
+    def _traced(self, fn, name: str, args) -> int:
+        """A call while a trace or profile runs: reported, and timed on the device in a profile."""
+        timeline = trace.active_timeline
+        pending = None
+        if timeline is not None:
+            pending = profiling.begin_cublas(timeline, self.driver, self._functions, name, args)
+        start = time.perf_counter_ns()
+        status = fn(*args)
+        end = time.perf_counter_ns()
+        shown, result = ", ".join(show_argument(a) for a in args), STATUS_NAME.get(status, str(status))
+        if timeline is not None:
+            profiling.end_call(timeline, self.driver, name, name, args, pending, start, end, shown, result, "cublas")
+        trace.note_call("cublas", name, shown, result, (end - start) / 1e9)
+        return status
 
     def replace_function(self, name: str, cfunc) -> None:
         """Call `cfunc` (a C function of the same prototype) for `name` from now on; its

@@ -15,7 +15,7 @@ import threading
 import time
 
 from .. import trace
-from . import bindings
+from . import bindings, profiling
 from .checked import IntegerArguments
 from ..capi.constants import CURESULT, CURESULT_NAME
 from .errors import CudaError
@@ -47,13 +47,19 @@ class DriverFunction:
             if code != 0:
                 self.driver.reraise_interrupt()
             return code
-        start = time.perf_counter()
+        timeline = trace.active_timeline           # a profile: timestamps, and events around device work
+        pending = profiling.begin_call(timeline, self.driver, self.name, args) if timeline is not None else None
+        start_ns = time.perf_counter_ns()
         code = self.cfunc(*args)
-        if code != 0:
-            self.driver.reraise_interrupt()
-        elapsed = time.perf_counter() - start
+        end_ns = time.perf_counter_ns()
         shown = ", ".join(show_argument(a) for a in args)
         result = CURESULT_NAME.get(code, str(code))
+        if timeline is not None:
+            profiling.end_call(timeline, self.driver, self.name, self.symbol, args, pending, start_ns, end_ns,
+                               shown, result, "driver")
+        if code != 0:
+            self.driver.reraise_interrupt()
+        elapsed = (end_ns - start_ns) / 1e9
         trace.note_call(self.driver.kind, self.symbol, shown, result, elapsed)
         if self.driver.log_api:
             print(f"[lowlevel {self.driver.kind}] {self.symbol}({shown}) -> {result} ({elapsed * 1e6:.1f} us)",
@@ -100,12 +106,14 @@ class Driver:
     raised again here; .error_details(code) what the driver knows about its last failure.
     .cublas_functions() returns cuBLAS's C functions when the driver brings its own
     implementation of them (the emulated GPU does); None: the real libcublas is loaded.
+    .timing says what the device times it reports (cuEventElapsedTime) mean.
     """
 
     def __init__(self, kind: str, functions: dict, description: str, *, runs_sass: bool,
                  pending_interrupt=no_interrupt, error_details=no_details, cublas_functions=None,
-                 keepalive=None):
+                 keepalive=None, timing=None):
         self.kind = kind
+        self._timing = timing               # the emulator's timing(); None: measured on the GPU
         self.description = description
         self.runs_sass = runs_sass
         self.pending_interrupt = pending_interrupt
@@ -122,6 +130,13 @@ class Driver:
             raise RuntimeError(f"{bindings.PROTOTYPES[name][0]} is not exported by this driver "
                                f"({self.description}); it is too old for this call")
         raise AttributeError(name)
+
+    @property
+    def timing(self) -> str:
+        """What device times (events) mean: "measured on the GPU", "emulator CPU time", or
+        "modelled (H200 time model)" (LOWLEVEL_EMU_TIMING=model, read as the emulator makes
+        each context: set it before the first use of a device)."""
+        return "measured on the GPU" if self._timing is None else self._timing()
 
     def reraise_interrupt(self) -> None:
         """Raise the Ctrl-C (or SystemExit) that arrived inside a call of this driver.
@@ -170,7 +185,8 @@ def _load_emulator(reason: str) -> Driver:
     functions = bindings.bind_python(emu.functions())
     description = "emulated GPU (lowlevel.emu)" + (f"; {reason}" if reason else "")
     return Driver("emu", functions, description, runs_sass=False, pending_interrupt=emu.pending_interrupt,
-                  error_details=emu.error_details, cublas_functions=emu.cublas_functions, keepalive=functions)
+                  error_details=emu.error_details, cublas_functions=emu.cublas_functions, keepalive=functions,
+                  timing=emu.timing)
 
 
 _lock = threading.Lock()

@@ -16,6 +16,7 @@ from ..capi.enums import enum_value
 from ..capi.images import ELF_MAGIC, FATBIN_MAGIC, KIND_ELF, fatbin_entries
 from ..capi.versions import format_driver_version, ptx_isa_version
 from ..compiler import select
+from . import profiling
 from .checked import c_integer
 from .context import ContextBound, ContextResource, Device, ensure_context
 from .errors import CudaError
@@ -176,6 +177,7 @@ class Module(ContextResource):
             self._drv.cuModuleGetFunction(ctypes.byref(h), self.handle, _text_name(symbol, "get_function"))
             f = Function(self, symbol, h.value, self._param_types.get(symbol))
             self._functions[name] = f
+            profiling.remember_kernel(h.value, symbol, profiling.image_description(self.kind, self.image_kind))
         return f
 
     def get_global(self, name: str) -> tuple[int, int]:

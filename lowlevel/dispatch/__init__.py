@@ -5,7 +5,7 @@
     table.py        what was registered (kernels per op, key and dtype; fallthroughs;
                     fallbacks) and each op's table, recomputed at every registration
     dispatcher.py   call, redispatch, explain, route; the thread's include/exclude sets
-    profiler.py     the Profiler key: `with lowlevel.profile() as p:` records each op
+    profiler.py     the Profiler key: `with lowlevel.profile() as p:` records each op and a timeline
 
     register_kernel("add", CPU, fn, dtypes=[float32])   a kernel for an op and key
     register_backend("MyDevice", "mydevice")            a new backend key with its device type

@@ -26,8 +26,8 @@ Importing this package registers every driver function (functions() lists them).
 """
 from . import funcattrs, graphs, launch, launch_ex, memory, modules, occupancy, streams  # noqa: F401  (they register their C functions)
 from . import limits, managed, peer, pitched, pointer  # noqa: F401
-from .context import error_details, functions, last_launch_stats, thread_instructions
+from .context import error_details, functions, last_launch_stats, thread_instructions, timing
 from .entry import call_time, count_call_time, pending_interrupt
 
 __all__ = ["call_time", "count_call_time", "error_details", "functions", "last_launch_stats", "pending_interrupt",
-           "thread_instructions"]
+           "thread_instructions", "timing"]

@@ -18,8 +18,9 @@ import traceback
 
 from ...capi.constants import CURESULT, CURESULT_NAME
 from ..engine.memory import DeviceMemory, unified_arena
+from ..tools.devicetime import timeline_from_env
 from . import capture, device
-from .entry import CFunctions, keep_interrupt, write_out
+from .entry import CFunctions, keep_interrupt, stamp_calls, write_out
 from .errors import EmuError, describe, static_c_string
 from .queues import Event, Stream
 
@@ -87,6 +88,12 @@ class Context:
     """
 
     def __init__(self, handle: int, ordinal: int = 0):
+        try:                # LOWLEVEL_EMU_TIMING, read as each context is made (devicetime.py)
+            self.timeline = timeline_from_env()
+        except ValueError as e:
+            raise EmuError("CUDA_ERROR_INVALID_VALUE", str(e))
+        if self.timeline is not None:
+            stamp_calls()                       # ops are submitted when their call began
         self.handle = handle
         self.ordinal = ordinal                  # the device it belongs to
         self.refcount = 0
@@ -436,6 +443,20 @@ def thread_instructions() -> int:
     """Thread-instructions executed so far by kernels of this thread's current context."""
     ctx = live(getattr(_thread, "context", None))
     return 0 if ctx is None else ctx.thread_instructions
+
+
+def timing() -> str:
+    """What the emulated device's times mean in this thread's current context (or, with
+    none current, in the next one made): modelled, or the emulator's CPU time."""
+    ctx = live(getattr(_thread, "context", None))
+    if ctx is None:
+        try:
+            modelled = timeline_from_env() is not None
+        except ValueError as e:
+            return f"unknown ({e})"
+    else:
+        modelled = ctx.timeline is not None
+    return "modelled (H200 time model)" if modelled else "emulator CPU time"
 
 
 def last_launch_stats():

@@ -24,6 +24,8 @@ from .entry import CFunctions, NullOutput, write_out
 from .errors import EmuError, static_c_string
 from ..engine.faults import KernelFault
 from ..engine.memory import AccessFault
+from ..tools.timemodel import gemm_segment, streaming_segment
+from .memory import modelled
 
 VERSION = 131000            # what cublasGetVersion reports: the cuBLAS 13.1 API
 
@@ -286,7 +288,20 @@ def _gemm(h, ta_op, tb_op, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, b
         # beta == 0: C is written, never read.
         result = product if beta == 0 else product + beta * c_in(c_view)
         c_view[...] = c_out(result)
+    if ctx.timeline is not None:
+        math = _gemm_math(c_dtype, a_dtype, tf32)
+        segment = gemm_segment(m, n, k, batch, math, np.dtype(a_dtype).itemsize, np.dtype(c_dtype).itemsize, beta != 0)
+        run = modelled(ctx, run, segment)
     ctx.submit(stream, run, f"cuBLAS {label}")
+
+
+def _gemm_math(c_dtype, a_dtype, tf32: bool) -> str:
+    """Which of the device's rates a GEMM runs at (timemodel.peak_flops)."""
+    if np.dtype(a_dtype).itemsize == 2:
+        return "fp16"                   # FP16 and BF16 inputs: the tensor cores
+    if np.dtype(c_dtype) == np.float64:
+        return "fp64"
+    return "tf32" if tf32 else "fp32"
 
 
 def _scalar(address: int, dtype) -> float:
@@ -400,7 +415,7 @@ def cublasSaxpy_v2(h, n, alpha, x, incx, y, incy):
     def run():
         yv = Y.view(memory)
         yv[...] = (np.float64(a) * X.view(memory) + yv).astype(np.float32)
-    ctx.submit(ctx.stream(state.stream), run, "cuBLAS Saxpy")
+    ctx.submit(ctx.stream(state.stream), modelled(ctx, run, streaming_segment(12 * n, "saxpy")), "cuBLAS Saxpy")
 
 
 @api
@@ -420,6 +435,7 @@ def cublasSdot_v2(h, n, x, incx, y, incy, result):
         box["dot"] = np.float32(np.dot(X.view(memory).ravel().astype(np.float64),
                                        Y.view(memory).ravel().astype(np.float64)))
     # Host pointer mode: the call returns only once the result is in host memory.
+    run = modelled(ctx, run, streaming_segment(8 * n, "sdot"))
     ctx.submit(ctx.stream(state.stream), run, "cuBLAS Sdot").done.wait()
     current()
     ctypes.c_float.from_address(result).value = float(box["dot"])
@@ -446,4 +462,5 @@ def cublasSgemv_v2(h, trans, m, n, alpha, a, lda, x, incx, beta, y, incy):
         yv = Y.view(memory)
         product = al * ((av.T if t else av) @ xv)
         yv[...] = (product if be == 0 else product + be * yv.ravel()).astype(np.float32)
+    run = modelled(ctx, run, streaming_segment(4 * (m * n + 2 * (m + n)), "sgemv"))
     ctx.submit(ctx.stream(state.stream), run, "cuBLAS Sgemv")

@@ -45,6 +45,23 @@ def _timed(fn, args):
         _spent.cpu = getattr(_spent, "cpu", 0.0) + time.thread_time() - cpu
 
 
+# Under the time model an operation is submitted when the host called the function that
+# queued it (the emulator's Python inside the call stands for a driver's microseconds).
+# Noted only once a context has the model (stamp_calls), so that other calls pay one read.
+_stamping = [False]
+_call = threading.local()              # .start_ns: when this thread's outermost call began
+
+
+def stamp_calls() -> None:
+    """From now on, note when each outermost emulated call begins (call_started_ns)."""
+    _stamping[0] = True
+
+
+def call_started_ns() -> int | None:
+    """When the emulated call this thread is in began (perf_counter_ns), if noted."""
+    return getattr(_call, "start_ns", None)
+
+
 class NullOutput(EmuError):
     """An out-parameter pointer that is NULL (each library returns its own 'invalid value')."""
 
@@ -74,6 +91,12 @@ class CFunctions(dict):
         """Register `fn` as the implementation of the C function of the same name."""
         @functools.wraps(fn)
         def entry(*args):
+            if _stamping[0] and getattr(_call, "start_ns", None) is None:
+                _call.start_ns = time.perf_counter_ns()     # the outermost call: note when it began
+                try:
+                    return entry(*args)
+                finally:
+                    _call.start_ns = None
             try:
                 # ctypes hands a NULL pointer to a callback as None; C code would see 0.
                 args = [0 if a is None else a for a in args]

@@ -7,6 +7,7 @@ from ..engine.scheduler import run_kernel
 from ..tools import enabled
 from ..tools.counters import LaunchCounters
 from ..tools.printf import PrintfOutput
+from ..tools.timemodel import KernelTime
 from . import device
 from .clusters import cluster_for_launch
 from .context import api, current
@@ -113,7 +114,7 @@ def kernel_run(ctx, f: Function, grid, block, shared: int, params: bytes, cluste
         workspace = grid_workspace(memory) if cooperative else 0
         try:
             run_kernel(module, name, grid=grid, block=block, params=params, memory=memory, shared_bytes=shared,
-                       tools=[*enabled(), LaunchCounters(ctx, name), LaunchLimits(ctx), PrintfOutput()],
+                       tools=[*enabled(), KernelTime(), LaunchCounters(ctx, name), LaunchLimits(ctx), PrintfOutput()],
                        cluster=cluster, cooperative=cooperative,
                        envregs={1: workspace >> 32, 2: workspace & 0xFFFFFFFF})
         finally:

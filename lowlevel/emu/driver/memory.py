@@ -7,6 +7,18 @@ from .context import Context, api, current, live_contexts
 from .entry import write_out
 from .errors import EmuError
 from .pointer import forget_allocation, note_allocation
+from ..tools.timemodel import Segment, copy_segment, memset_segment, note
+
+
+def modelled(ctx: Context, run, segment: Segment):
+    """`run`, noting `segment` for the time model when the context has one."""
+    if ctx.timeline is None:
+        return run
+
+    def noted():
+        note(segment)
+        run()
+    return noted
 
 
 @api
@@ -171,6 +183,9 @@ def _copy(stream_handle, dst, src, nbytes, kind: str, asynchronous: bool) -> Non
         asynchronous = asynchronous and ctx.is_pinned(dst, nbytes)
     else:
         run = lambda: ctypes.memmove(dmem.host_address(dst), smem.host_address(src), nbytes)  # noqa: E731
+    if ctx.timeline is not None:
+        pinned = kind == "DtoD" or ctx.is_pinned(src if kind == "HtoD" else dst, nbytes)
+        run = modelled(ctx, run, copy_segment(kind, nbytes, pinned))
     item = ctx.submit(stream, run, f"memcpy{kind}")
     if not asynchronous and item is not None:       # None: captured, it runs with its graph
         item.done.wait()
@@ -223,7 +238,7 @@ def _memset(stream_handle, dptr, value, count, width: int) -> None:
         view[start:start + count] = value
     # Even the "synchronous" memsets are asynchronous with respect to the host for device
     # memory, as the driver documents; they are ordered on the legacy stream.
-    ctx.submit(stream, run, f"memsetD{width * 8}")
+    ctx.submit(stream, modelled(ctx, run, memset_segment(count * width)), f"memsetD{width * 8}")
 
 
 @api

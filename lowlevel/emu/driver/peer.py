@@ -19,6 +19,8 @@ from ..engine.memory import AccessFault
 from .context import Context, api, context_by_handle, current, device_ordinal, live
 from .entry import write_out
 from .errors import EmuError
+from .memory import modelled
+from ..tools.timemodel import peer_segment
 
 
 @api
@@ -89,7 +91,8 @@ def _copy_peer(dst, dst_handle, src, src_handle, nbytes, stream_handle, asynchro
     # The synchronous copy follows the work already queued on both devices' legacy streams.
     others = [] if asynchronous else [c for c in (dst_ctx, src_ctx) if c is not ctx]
     deps = [d for c in others for d in (c.legacy.last, *c.implicit_deps(c.legacy))]
-    item = ctx.submit(stream, lambda: ctypes.memmove(to, frm, nbytes), "memcpyPeer", extra_deps=deps)
+    run = modelled(ctx, lambda: ctypes.memmove(to, frm, nbytes), peer_segment(nbytes))
+    item = ctx.submit(stream, run, "memcpyPeer", extra_deps=deps)
     if not asynchronous and item is not None:
         item.done.wait()
         current()

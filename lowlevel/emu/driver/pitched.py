@@ -12,12 +12,13 @@ from ...capi.constants import DEVICE_ATTRIBUTE
 from ...capi.memory_constants import MEMORY_TYPE
 from ...capi.structs import CUDA_MEMCPY2D, CUDA_MEMCPY3D
 from ..engine.memory import AccessFault
+from ..tools.timemodel import copy_segment, host_segment, memset_segment
 from . import device
 from .capture import refuse_unsafe
 from .context import api, current
 from .entry import write_out
 from .errors import EmuError
-from .memory import allocate
+from .memory import allocate, modelled
 from .pointer import locate
 
 HOST, DEVICE, ARRAY, UNIFIED = (MEMORY_TYPE[f"CU_MEMORYTYPE_{k}"] for k in ("HOST", "DEVICE", "ARRAY", "UNIFIED"))
@@ -90,6 +91,15 @@ class _Side:
         return address if self.memory is None else self.memory.host_address(address)
 
 
+def _copy_segment(src: _Side, dst: _Side, nbytes: int):
+    """The time model's figure for a 2-D/3-D copy of `nbytes` (host to host: none)."""
+    if src.memory is not None and dst.memory is not None:
+        return copy_segment("DtoD", nbytes, True)
+    if src.memory is None and dst.memory is None:
+        return host_segment(0.0)
+    return copy_segment("HtoD", nbytes, src.pinned) if dst.memory is not None else copy_segment("DtoH", nbytes, dst.pinned)
+
+
 def _run(stream_handle, src: _Side, dst: _Side, width, height, depth, asynchronous, label) -> None:
     ctx = current()
     if not asynchronous:
@@ -108,7 +118,7 @@ def _run(stream_handle, src: _Side, dst: _Side, width, height, depth, asynchrono
     def run():
         for d, s in rows:
             ctypes.memmove(d, s, width)
-    item = ctx.submit(stream, run, label)
+    item = ctx.submit(stream, modelled(ctx, run, _copy_segment(src, dst, width * height * depth)), label)
     # Synchronous calls return when done, as do copies into pageable host memory; a copy
     # between device buffers is asynchronous with respect to the host either way.
     device_to_device = src.memory is not None and dst.memory is not None
@@ -190,6 +200,7 @@ def _memset_rows(stream_handle, dptr, pitch, value, width, height, size: int, la
         for r in range(height):
             start = (offset + r * pitch) // size
             view[start:start + width] = value
+    run = modelled(ctx, run, memset_segment(width * size * height))
     ctx.submit(stream, run, label)     # asynchronous with respect to the host, as memsets are
 
 

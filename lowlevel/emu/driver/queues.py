@@ -18,6 +18,8 @@ import time
 import traceback
 
 from ..engine.faults import KernelFault
+from ..tools import timemodel
+from .entry import call_started_ns
 
 _abandoned = threading.Event()
 
@@ -33,13 +35,14 @@ atexit.register(abandon_queued_work)
 class WorkItem:
     """One operation in a stream; `done` is set once it has run (or been skipped)."""
 
-    __slots__ = ("run", "deps", "done", "label")
+    __slots__ = ("run", "deps", "done", "label", "model")
 
     def __init__(self, run, deps, label):
         self.run = run
         self.deps = deps
         self.done = threading.Event()
         self.label = label
+        self.model = None               # its devicetime.Op, under LOWLEVEL_EMU_TIMING=model
 
 
 class Stream:
@@ -65,6 +68,10 @@ class Stream:
     def submit(self, run, deps=(), label="") -> WorkItem:
         item = WorkItem(run, [d for d in deps if d is not None and not d.done.is_set()], label)
         with self.context.lock:             # `last` and the queue order agree across host threads
+            timeline = self.context.timeline
+            if timeline is not None:        # the model follows done work too: it may end later
+                after = [w.model for w in (self.last, *deps) if w is not None]
+                item.model = timeline.new_op(label, getattr(self, "priority", 0), after, call_started_ns())
             self.last = item
             self._queue.put(item)
         return item
@@ -93,6 +100,8 @@ class Stream:
                 return
             for dep in item.deps:
                 dep.done.wait()
+            if item.model is not None:
+                timemodel.begin(item.model)   # what it does is noted on its op
             try:
                 if self.context.sticky is None and not _abandoned.is_set():
                     item.run()
@@ -103,6 +112,9 @@ class Stream:
                                         f"internal error in the emulated GPU while running {item.label}: "
                                         f"{exc!r}\n{traceback.format_exc()}")
             finally:
+                if item.model is not None:
+                    timemodel.end()
+                    self.context.timeline.completed(item.model)
                 item.done.set()
 
 

@@ -9,6 +9,7 @@ from .entry import write_out
 from .errors import EmuError
 from .limits import LEAST_PRIORITY, clamp_priority
 from .queues import Event, Stream
+from ..tools.timemodel import timed_host
 
 
 # ---- streams --------------------------------------------------------------------------------
@@ -88,7 +89,8 @@ def cuStreamWaitEvent(stream_handle, event_handle, flags):
         _wait_in_capture(ctx, stream, event)
         return
     item = event.item                   # the record current now, even if re-recorded meanwhile
-    if item is not None and not item.done.is_set():
+    # Under the time model a done record may still end later in modelled time: wait anyway.
+    if item is not None and (not item.done.is_set() or ctx.timeline is not None):
         ctx.submit(stream, lambda: None, "wait event", extra_deps=[item])
 
 
@@ -123,7 +125,7 @@ def cuLaunchHostFunc(stream_handle, fn, user_data):
     if not fn:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL host function")
     callback = CUhostFn(fn)
-    ctx.submit(stream, lambda: callback(user_data), "host function")
+    ctx.submit(stream, timed_host(lambda: callback(user_data)), "host function")
 
 
 # ---- events ---------------------------------------------------------------------------------
@@ -201,6 +203,9 @@ def cuEventElapsedTime(ms_out, start_handle, end_handle):
         raise EmuError("CUDA_ERROR_NOT_READY", "an event has not completed yet")
     if start.time_ns is None or end.time_ns is None:     # skipped after a fault
         raise EmuError("CUDA_ERROR_INVALID_HANDLE", "an event was never reached by its stream")
-    write_out(ctypes.c_float, ms_out, (end.time_ns - start.time_ns) / 1e6)
+    t0, t1 = start.time_ns, end.time_ns
+    if ctx.timeline is not None and start.item.model is not None and end.item.model is not None:
+        t0, t1 = ctx.timeline.event_time_ns(start.item.model), ctx.timeline.event_time_ns(end.item.model)
+    write_out(ctypes.c_float, ms_out, (t1 - t0) / 1e6)
 
 

@@ -118,6 +118,7 @@ class _Launch(SpacesMixin):
         lanes = min(MAX_BATCH_LANES, BATCH_BYTES // per_lane)
         self.ctas_per_batch = max(1, lanes // self.padded)
         self.stats = LaunchStats(ctas=self.n_ctas, threads=self.n_ctas * self.threads_per_cta)
+        self.stats.block_lanes = [0] * len(ck.blocks)      # the time model's instruction mix
         self._param_cache: dict = {}
         # what the generated code reads from C
         self.active = None          # bool mask over the current lanes, None = all
@@ -179,6 +180,7 @@ class _Launch(SpacesMixin):
         blocks = self.ck.blocks
         exit_pc = self.ck.exit_pc
         stats = self.stats
+        block_lanes = stats.block_lanes
         n_lanes = self.n_lanes
         self.lanes = None
         self.n = n_lanes
@@ -188,6 +190,7 @@ class _Launch(SpacesMixin):
             blk = blocks[pc]
             res = blk.fn(R, self)
             stats.thread_instructions += blk.n_instructions * nlive
+            block_lanes[pc] += nlive
             stats.block_steps += 1
             if not stats.block_steps & 255:
                 self._watchdog(pc)
@@ -232,6 +235,7 @@ class _Launch(SpacesMixin):
         exit_pc = self.ck.exit_pc
         dtypes = self.ck.slot_dtypes
         stats = self.stats
+        block_lanes = stats.block_lanes
         n_lanes = self.n_lanes
         owned: set[int] = set()       # slots whose array only this scheduler references
         self.active = None
@@ -266,6 +270,7 @@ class _Launch(SpacesMixin):
             self.n = lanes.size
             res = blk.fn(S, self)
             stats.thread_instructions += blk.n_instructions * lanes.size
+            block_lanes[lowest] += lanes.size
             stats.block_steps += 1
             stats.divergent_steps += 1
             for s in blk.writes:

@@ -12,6 +12,9 @@ class LaunchStats:
     threads: int = 0
     races: list = field(default_factory=list)   # racecheck reports (LOWLEVEL_EMU_RACECHECK=1)
     printed: str = ""                # printf output, in thread order (isa/printf.py)
+    block_lanes: list = field(default_factory=list)   # per basic block: lanes that ran it
+    cpu_s: float = 0.0               # the emulator's CPU seconds (tools/timemodel.KernelTime)
+    modelled_us: float | None = None    # its duration on the modelled H200 (LOWLEVEL_EMU_TIMING=model)
 
 
 def launch_dims(v, what) -> tuple[int, int, int]:

@@ -5,6 +5,10 @@ of base.py (initialize, event, finish), as gpuocelot's trace generators do.
     racecheck.py  shared-memory hazards between barriers (LOWLEVEL_EMU_RACECHECK=1)
     counters.py   each launch's instruction figures, added to its context's totals
     printf.py     device printf's output, written to stdout when the kernel completes
+    timemodel.py  the H200 time model (LOWLEVEL_EMU_TIMING=model): each op's modelled duration,
+                  and KernelTime, the launch's observer (its CPU seconds, its modelled time)
+    devicetime.py the modelled timeline of a context: ops placed on copy engines and SMs
+    h200.py       the modelled device's figures, with their sources
     progress.py   "CTAs done of total" for launches over 2 s, when stderr is a terminal
 """
 import os
