@@ -1,5 +1,6 @@
 """`lowlevel demo`: the list, and every demo on the emulated GPU with and without the H200
 time model, each in its own process (--model must be set before the driver starts)."""
+import json
 import os
 import pathlib
 import re
@@ -7,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import chrome_trace
 
 from lowlevel.cli.demo import DEMOS
 
@@ -41,6 +43,32 @@ def test_each_demo_runs_and_reports(name, model, tmp_path):
     assert ("MODELLED for an H200" in text) == model and ("the EMULATED GPU's own CPU time" in text) == (not model)
     assert "-- timeline (lowlevel.profile().report())" in text
     assert f"-- what this shows ({'model' if model else 'emulator'} times)" in text
+    assert f"-- trace written to {trace}" in text and "ui.perfetto.dev" in text
+    found = chrome_trace.check(json.loads(trace.read_text()))      # fields, balanced spans, flows
+    device = [s for s in found["spans"] if found["processes"][s["pid"]].startswith("device")]
+    kernels = [s for s in device if s.get("cat") == "kernel"]
+    assert device and len(found["flows"]) >= len(kernels)              # a flow from each launch
+    assert any("modelled" in name for name in found["processes"].values()) == model
+
+
+def spans_overlap(a, b) -> bool:
+    return a["ts"] < b["ts"] + b["dur"] and b["ts"] < a["ts"] + a["dur"]
+
+
+def test_the_two_stream_demo_overlaps_copies_and_kernels_in_the_model(tmp_path):
+    trace = tmp_path / "two_streams.json"
+    run("two_streams", "--model", "--trace", str(trace))
+    found = chrome_trace.check(json.loads(trace.read_text()))
+    device = [s for s in found["spans"] if found["processes"][s["pid"]].startswith("device")]
+    streams = sorted({s["tid"] for s in device})
+    assert len(streams) == 2, found["threads"]
+    copies = [s for s in device if s["cat"] == "copy" and s["tid"] == streams[1]]
+    kernels = [s for s in device if s["cat"] == "kernel" and s["tid"] == streams[0]]
+    # the second stream's copies run while the first stream's kernels do (and the other way)
+    assert any(spans_overlap(c, k) for c in copies for k in kernels), (copies, kernels)
+    copies0 = [s for s in device if s["cat"] == "copy" and s["tid"] == streams[0]]
+    kernels1 = [s for s in device if s["cat"] == "kernel" and s["tid"] == streams[1]]
+    assert any(spans_overlap(c, k) for c in copies0 for k in kernels1), (copies0, kernels1)
 
 
 @pytest.mark.parametrize("name", DEMOS)

@@ -47,8 +47,9 @@ def main(argv=None) -> int:
     kit.finish(p, args.trace, {
         "emulator": "the host saves K-1 launch calls; the emulator's kernels are so slow that the device "
                     "span is the same either way",
-        "model": "on an H200 the replay saves the host K-1 launches and the device the launch gaps "
-                 "between the kernels",
+        "model": "the eager kernels start as the emulator's host submits them (its launches are slow), "
+                 "the replay's back to back, 1 us apart: the device span shrinks as it would on an H200, "
+                 "where the eager gaps are the launch latency",
         "gpu": "one call instead of K, and the kernels run back to back"})
     return 0
 

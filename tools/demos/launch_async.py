@@ -25,10 +25,11 @@ def main(argv=None) -> int:
     stream.synchronize()
 
     kit.header("a launch returns before the kernel ends", f"{N} threads x {ITERS} FMAs, one kernel")
-    with ll.profile() as p, kit.Clock(stream) as clock:
-        t0 = time.perf_counter()
-        kit.launch(kernel, x, N, ITERS, stream)
-        returned_ms = (time.perf_counter() - t0) * 1e3
+    with ll.profile() as p:
+        with kit.Clock(stream) as clock:                 # events just before and after the kernel
+            t0 = time.perf_counter()
+            kit.launch(kernel, x, N, ITERS, stream)
+            returned_ms = (time.perf_counter() - t0) * 1e3
         finished_at_return = stream.query()
         stream.synchronize()
         waited_ms = (time.perf_counter() - t0) * 1e3

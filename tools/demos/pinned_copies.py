@@ -44,8 +44,9 @@ def main(argv=None) -> int:
     kit.finish(p, args.trace, {
         "emulator": "the emulator copies with memcpy at host-memory speed: both kinds look alike and far "
                     "faster than PCIe; with --model the two copy paths of a GPU show",
-        "model": "an H200 on PCIe 5 copies pinned memory at its full bandwidth and pageable memory at a "
-                 "fraction of it, and the pageable calls hold the host until the data is staged",
+        "model": "the pinned copies run at the modelled PCIe 5 bandwidth of an H200; the pageable calls "
+                 "hold the host until the data is staged, as on a GPU, but the emulator's staging is far "
+                 "slower than a GPU's, and the modelled copies wait for it: their figure is the emulator's host",
         "gpu": "pinned copies return at once and run at PCIe bandwidth; pageable ones stall the host"})
     return 0
 

@@ -40,8 +40,9 @@ def main(argv=None) -> int:
     kit.finish(p, args.trace, {
         "emulator": "the emulator's kernels are slow against its launch and sync, so the gaps barely show; "
                     "with --model the idle gaps a GPU has between synced kernels appear",
-        "model": "on an H200 each kernel is a few microseconds, as short as a launch plus a sync: syncing "
-                 "after each op leaves the GPU idle most of the time",
+        "model": "each modelled kernel takes microseconds, but the modelled device starts each one when "
+                 "the emulator's host has submitted it (about a millisecond per launch, a GPU's host takes "
+                 "microseconds): both spans are the host's pace, and the sync after each adds its round trip",
         "gpu": "each sync makes the GPU idle while the host launches the next kernel"})
     return 0
 

@@ -43,10 +43,10 @@ def main(argv=None) -> int:
 
     kit.header("copies and kernels on two streams", f"{4 * N >> 20} MB in {CHUNKS} chunks, {ITERS} FMAs per element")
     with ll.profile() as p:
-        with kit.Clock(s1) as one:
+        with kit.Gate(s1), kit.Clock(s1) as one:         # the device starts once all is queued
             pipeline(kernel, host, device, [s1])
         one_ms = one.device_ms()
-        with kit.Clock(s1, s2) as two:
+        with kit.Gate(s1), kit.Clock(s1, s2) as two:
             pipeline(kernel, host, device, [s1, s2])
         two_ms = two.device_ms()
     kit.table([("one stream: copy in, kernel, copy out, in order", one.host_ms, one_ms),
