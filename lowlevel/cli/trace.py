@@ -203,7 +203,7 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
         line("    the host CPU (numpy); no GPU work ran")
         line("\nsummary")
         line(f"    the traced call: {host_s * 1e6:.1f} us of host work on the CPU backend; no GPU work ran")
-        return "\n".join(out)
+        return "\n".join(out + (_timeline(profiled, timeline) if timeline else []))
     line(f"    {dev.name}: sm_{major}{minor}, {dev.multiprocessor_count} SMs, "
          f"{dev.total_memory / 2**30:.1f} GiB, CUDA driver API {format_driver_version(drv.version())}")
     kinds = sorted({k["image_kind"] for k in rec.launches})

@@ -30,6 +30,12 @@ def test_trace_on_the_cpu_reports_no_gpu_work():
     assert re.search(r"the traced call: \d+\.\d us of host work on the CPU backend; no GPU work ran", out.stdout)
 
 
+def test_trace_on_the_cpu_still_writes_its_timeline(tmp_path):
+    out = lowlevel("trace", "add", "--size", "16", "--device", "cpu", "--timeline", str(tmp_path / "t.json"))
+    assert out.returncode == 0, out.stderr
+    assert f"written to {tmp_path / 't.json'}" in out.stdout and (tmp_path / "t.json").is_file()
+
+
 @pytest.fixture
 def kernel_file(tmp_path):
     path = tmp_path / "scale.cu"
