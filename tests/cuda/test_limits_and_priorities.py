@@ -88,3 +88,40 @@ def test_device_uuid_and_pci_bus_id(driver):
     assert int(m.group(3), 16) == dev.attribute("PCI_DEVICE_ID")
     out = ctypes.create_string_buffer(16)
     assert driver.cuDeviceGetUuid.unchecked(out, 99) == CURESULT["CUDA_ERROR_INVALID_DEVICE"]
+
+
+DEEP = r"""
+// each level needs the deeper result before its own step: a real call per level
+__device__ __noinline__ int depth(int n) { return n == 0 ? 0 : (depth(n - 1) * 3 + n) % 1000003; }
+extern "C" __global__ void deep(const int* n, int* out) { out[threadIdx.x] = depth(n[threadIdx.x]); }
+"""
+
+
+def test_the_stack_size_limit_bounds_recursion(driver):
+    """CU_LIMIT_STACK_SIZE is the per-thread stack a recursion lives in: 1000 levels
+    overflow the 1024-byte default (on the emulated GPU: each level saves at least 8 bytes)
+    and fit in a 64 KB stack."""
+    import numpy as np
+    cuda.reset_device()
+    f = load_compiled(nvrtc_ptx(DEEP)).get_function("deep")
+    levels = np.zeros(32, np.int32)
+    levels[3] = 1000
+    want = [0]
+    for v in range(1, 1001):
+        want.append((want[-1] * 3 + v) % 1000003)
+    n, out = cuda.mem_alloc(levels.nbytes), cuda.mem_alloc(levels.nbytes)
+    cuda.memcpy_htod(n, levels)
+    if driver.kind == "emu":                      # a GPU's frames may be smaller: its depth differs
+        f.launch(1, 32, (n, out))
+        with pytest.raises(cuda.CudaError, match="stack overflow"):
+            cuda.synchronize()
+        cuda.reset_device()                       # the fault is sticky
+        f = load_compiled(nvrtc_ptx(DEEP)).get_function("deep")
+        n, out = cuda.mem_alloc(levels.nbytes), cuda.mem_alloc(levels.nbytes)
+        cuda.memcpy_htod(n, levels)
+    cuda.set_limit("STACK_SIZE", 64 << 10)
+    f.launch(1, 32, (n, out))
+    got = np.empty(32, np.int32)
+    cuda.memcpy_dtoh(got, out)
+    assert got[3] == want[1000] and (np.delete(got, 3) == 0).all()
+    cuda.reset_device()                           # the default stack again for the next tests

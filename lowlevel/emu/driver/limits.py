@@ -1,13 +1,14 @@
 """Context limits, stream priorities, and what identifies a device (UUID, PCI bus id).
 
 cuCtxGetLimit/cuCtxSetLimit keep the limits per context, with the defaults an H200 reports.
-The emulated GPU honours two of them: PRINTF_FIFO_SIZE (a launch's printf records beyond the
+The emulated GPU honours three of them: STACK_SIZE (the per-thread call stack of recursive
+device functions, isa/recursion.py: a deeper recursion is a stack overflow), PRINTF_FIFO_SIZE (a launch's printf records beyond the
 FIFO are dropped, as on a GPU; the emulator charges each record its formatted text, while a
 GPU charges a header, the format pointer and the arguments, so the cut falls at a different
 record), and MALLOC_HEAP_SIZE (device-side malloc returns NULL once the heap is used up,
 isa/heap.py). As the driver documents, both must be set before the first launch of a kernel
 that uses printf (malloc) in the context: afterwards a change is CUDA_ERROR_INVALID_VALUE.
-The others are recorded: the emulator's stacks have no fixed size.
+The others are recorded.
 
 Stream priorities range over [0, -5] (least, greatest), as on Hopper; out-of-range values
 are clamped, as the driver documents. The emulator records them but does not schedule by
@@ -184,8 +185,8 @@ class DeviceHeap:
 
 
 class LaunchLimits(Tool):
-    """Hands a launch the context's printf FIFO and malloc heap (read by isa/printf.py and
-    isa/heap.py as attributes of the launch)."""
+    """Hands a launch the context's printf FIFO, malloc heap and per-thread stack size (read
+    by isa/printf.py, isa/heap.py and isa/recursion.py as attributes of the launch)."""
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
@@ -193,3 +194,4 @@ class LaunchLimits(Tool):
     def initialize(self, launch) -> None:
         launch.printf_fifo = PrintfFifo(limit(self.ctx, _L["PRINTF_FIFO_SIZE"]))
         launch.heap = self.ctx.heap
+        launch.stack_bytes = limit(self.ctx, _L["STACK_SIZE"])

@@ -5,12 +5,16 @@
     cp.async.cg.shared{::cta}.global...  [dst], [src], 16{, src-size | ignore-src}{, policy};
     cp.async.commit_group;  cp.async.wait_group N;  cp.async.wait_all;
 
-The copy is performed when the instruction issues: cp-size (4, 8 or 16; .cg: 16) bytes
-land in shared memory at dst, of which the first src-size (an immediate or a .u32
-register; all of them when absent) come from global memory at src and the rest are zeros;
-an ignore-src predicate that is true copies zeros only. Completing earlier than
-commit/wait require is a valid execution of the PTX memory model, so commit_group,
-wait_group and wait_all are no-ops.
+The source is read when the instruction issues, and the copy lands in shared memory only
+when the thread waits for it: cp-size (4, 8 or 16; .cg: 16) bytes at dst, of which the
+first src-size (an immediate or a .u32 register; all of them when absent) come from global
+memory at src and the rest are zeros; an ignore-src predicate that is true copies zeros
+only. Until then the copy is pending in the thread's current group: commit_group closes the
+group, wait_group N lands every committed group but the newest N, wait_all lands them all
+(and the copies not yet committed), and cp.async.mbarrier.arrive lands the thread's copies
+before it arrives. So a kernel that reads the destination before its wait reads what was
+there before, as it may on a GPU, where the copy can land at any time in between (landing
+at issue would hide the missing wait).
 
 Checks, as for a global load and a shared store: src and dst aligned to cp-size
 (CUDA_ERROR_MISALIGNED_ADDRESS), the src-size bytes read inside one allocation and the
@@ -18,7 +22,7 @@ cp-size bytes written inside the CTA's shared window (CUDA_ERROR_ILLEGAL_ADDRESS
 that reads no bytes (src-size 0, or ignore-src) does not touch global memory and is not
 checked there. Faults name the kernel, block, thread, PTX line and address.
 
-cp.async.mbarrier.arrive{.noinc}: mbarrier.py (the copies are complete, so it arrives at once).
+cp.async.mbarrier.arrive{.noinc}: mbarrier.py (it lands the thread's copies, then arrives).
 Refused at load: cp.async.bulk (TMA), anything else.
 """
 from __future__ import annotations
@@ -43,19 +47,19 @@ def emit_cp(g, ins: Instruction) -> None:
     if m.take("commit_group"):
         m.done()
         operands(ins, 0)
-        g.guard(ins)
+        _emit_group_call(g, ins, "_cp_async_commit(C, {guard})")
         return
     if m.take("wait_group"):
         m.done()
         (n,) = operands(ins, 1)
         if not isinstance(n, Imm) or n.is_float or n.value < 0:
             raise PtxError(ins.line, f"cp.async.wait_group takes an integer constant: {ins.text}")
-        g.guard(ins)
+        _emit_group_call(g, ins, f"_cp_async_wait(C, {int(n.value)}, {{guard}})")
         return
     if m.take("wait_all"):
         m.done()
         operands(ins, 0)
-        g.guard(ins)
+        _emit_group_call(g, ins, "_cp_async_wait(C, None, {guard})")
         return
     if m.take("mbarrier"):
         if m.take("arrive") is None:
@@ -112,8 +116,15 @@ def emit_cp(g, ins: Instruction) -> None:
            f"{guard if guard is not None else 'None'})")
 
 
+def _emit_group_call(g, ins: Instruction, call: str) -> None:
+    guard = g.guard(ins)
+    g.ck.uses_shared = True
+    g.emit(call.format(guard=guard if guard is not None else "None"))
+
+
 def cp_async(C, dst, src, cp: int, src_size, ignore, iid: int, guard) -> None:
-    """The copy of the current lanes that are active (and whose guard holds)."""
+    """The copy of the current lanes that are active (and whose guard holds): the source
+    read now, the shared bytes pending in each thread's current group."""
     active, any_active = C.active_with(guard)
     if not any_active:
         return
@@ -147,9 +158,68 @@ def cp_async(C, dst, src, cp: int, src_size, ignore, iid: int, guard) -> None:
     C.require_space("shared")
     idx = C.window_index("shared", d, cp, 1, iid, "store", active, None)
     idx = idx[:, None] + j
+    lanes = C.batch_lanes(active, None)
     if C.observers:
-        C.notify("shared_access", True, idx, 1, C.batch_lanes(active, None), iid)
-    C.smem[idx] = data
+        C.notify("shared_access", True, idx, 1, lanes, iid)
+    committed = _groups(C)
+    C.cp_pending.append((lanes, committed[lanes].copy(), idx, data))
+
+
+def _groups(C):
+    """The batch's count of committed groups per lane (made anew for each batch of CTAs)."""
+    if getattr(C, "cp_batch", None) != C.first_cta:
+        C.cp_committed = np.zeros(C.n_lanes, np.int64)
+        C.cp_pending = []                   # (lanes, group of each, shared indices, bytes)
+        C.cp_batch = C.first_cta
+    return C.cp_committed
+
+
+def _waiting_lanes(C, guard):
+    active, any_active = C.active_with(guard)
+    return C.batch_lanes(active, None) if any_active else None
+
+
+def cp_async_commit(C, guard) -> None:
+    """cp.async.commit_group: the thread's pending copies so far form a group."""
+    lanes = _waiting_lanes(C, guard)
+    if lanes is not None:
+        _groups(C)[lanes] += 1
+
+
+def cp_async_wait(C, newest: int | None, guard) -> None:
+    """cp.async.wait_group `newest` (wait_all: None): land the waiting lanes' copies of
+    every committed group but the newest `newest` (wait_all: every copy)."""
+    lanes = _waiting_lanes(C, guard)
+    if lanes is None:
+        return
+    committed = _groups(C)
+    if newest is None:
+        committed[lanes] += 1               # wait_all commits the copies not yet committed
+    _land(C, lanes, committed[lanes] - (newest or 0))
+
+
+def cp_async_land_all(C, guard) -> None:
+    """What cp.async.mbarrier.arrive waits for: every copy the thread issued so far."""
+    lanes = _waiting_lanes(C, guard)
+    if lanes is not None:
+        _groups(C)
+        _land(C, lanes, np.iinfo(np.int64).max)
+
+
+def _land(C, lanes, below) -> None:
+    """Write to shared memory, in issue order, the pending copies of `lanes` whose group is
+    below `below` (per lane, or one bound for all); the other lanes' copies stay pending."""
+    limit = np.full(C.n_lanes, -1, np.int64)     # lanes that do not wait land nothing
+    limit[lanes] = below
+    still = []
+    for lane_of, group, idx, data in C.cp_pending:
+        done = group < limit[lane_of]
+        if done.any():
+            C.smem[idx[done]] = data[done]
+        if not done.all():
+            keep = ~done
+            still.append((lane_of[keep], group[keep], idx[keep], data[keep]))
+    C.cp_pending = still
 
 
 def _check_source(C, s, k, cp, reading, iid, active) -> None:
@@ -172,6 +242,7 @@ def _check_source(C, s, k, cp, reading, iid, active) -> None:
 
 
 register(emit_cp, "cp")
-provide(_cp_async=cp_async)
+provide(_cp_async=cp_async, _cp_async_commit=cp_async_commit, _cp_async_wait=cp_async_wait,
+        _cp_async_land_all=cp_async_land_all)
 
-__all__ = ["emit_cp", "cp_async"]
+__all__ = ["emit_cp", "cp_async", "cp_async_commit", "cp_async_wait", "cp_async_land_all"]

@@ -372,8 +372,7 @@ def _emit_wait(g, ins, form, ops, extra, generic, gexpr, guard, space):
 
 def emit_cp_async_arrive(g, ins, m) -> None:
     """cp.async.mbarrier.arrive{.noinc}: an arrive-on triggered when the thread's earlier
-    cp.async copies complete. They completed at issue (asyncopy.py), so it happens now:
-    with .noinc it is an arrive with count 1; without, the ISA first adds 1 to the pending
+    cp.async copies complete: they land first (asyncopy.py), then it arrives: with .noinc it is an arrive with count 1; without, the ISA first adds 1 to the pending
     count, so the pair leaves the counts as they were (the object must still be valid)."""
     noinc = m.take("noinc")
     space = take_space(ins, m, "shared")
@@ -385,6 +384,7 @@ def emit_cp_async_arrive(g, ins, m) -> None:
     a = _address(g, ins, ins.operands[0], space)
     b = g.const(np.uint64(1 if noinc else 0))
     iid = g.ns["_register_instruction"](ins)
+    g.emit(f"_cp_async_land_all(C, {guard if guard is not None else 'None'})")
     g.emit(f"_mbar_update(C, 'arrive', {space is None}, {a}, {b}, False, {iid}, "
            f"{guard if guard is not None else 'None'})")
 

@@ -16,8 +16,8 @@ ordinary branch machinery handles threads returning to different sites). `_frame
 saves every register and .param word of the enclosing subroutine on the thread's stack
 (`_frame_pop` restores them), so each activation keeps its own values.
 
-The stack: CALL_STACK_BYTES per thread (CU_LIMIT_STACK_SIZE's default, 1024 bytes; the
-emulated driver does not change it), a frame costing the bytes of the registers it saves
+The stack: the context's CU_LIMIT_STACK_SIZE per thread (handed to the launch by
+driver/limits.py; CALL_STACK_BYTES, 1024, the default, where no driver runs the kernel), a frame costing the bytes of the registers it saves
 (more than ptxas keeps, so a recursion faults at a depth no greater than on a GPU). A
 deeper recursion faults with CUDA_ERROR_ILLEGAL_ADDRESS, "stack overflow", naming the
 function, the depth and the frame size. A recursive function with .local variables
@@ -280,13 +280,14 @@ def push_frame(C, frame, values, iid: int) -> None:
         return
     _stack(C, 0)
     used = C.call_used[lanes] + frame.frame_bytes
-    if (used > CALL_STACK_BYTES).any():
-        j = int(np.argmax(used > CALL_STACK_BYTES))
+    limit = getattr(C, "stack_bytes", CALL_STACK_BYTES)     # the context's CU_LIMIT_STACK_SIZE
+    if (used > limit).any():
+        j = int(np.argmax(used > limit))
         ins = C.ck.instructions[iid]
         raise KernelFault("CUDA_ERROR_ILLEGAL_ADDRESS",
                           f"{C.name}: stack overflow in the recursion of {frame.name!r} by "
                           f"{C.who_batch(int(lanes[j]))}: frame {int(used[j]) // frame.frame_bytes} "
-                          f"of {frame.frame_bytes} bytes exceeds the {CALL_STACK_BYTES}-byte "
+                          f"of {frame.frame_bytes} bytes exceeds the {limit}-byte "
                           f"per-thread stack, PTX line {ins.line}: {ins.text}")
     n = len(values)
     sp = C.call_sp[lanes]
