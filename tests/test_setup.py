@@ -73,6 +73,7 @@ def test_wheel_carries_the_kernels(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for p in kernels.ptx_files():
         assert f"lowlevel/_ptx/{p.name}" in names
+    assert {"lowlevel/_demos/demo_kit.py", "lowlevel/_demos/two_streams.py"} <= set(names)   # lowlevel demo
 
 
 def test_device_properties(driver):

@@ -20,9 +20,44 @@ def add_parser(sub) -> None:
                         help="dynamic shared memory per block for --occupancy (default 0)")
     parser.add_argument("--emit", choices=("ptx", "cubin", "fatbin"), help="also write this stage to -o")
     parser.add_argument("-o", "--output", help="where --emit writes")
-    parser.add_argument("-O", "--option", action="append", default=[],
-                        help="an NVRTC option for .cu files (repeatable)")
+    parser.add_argument("-O", "--option", action="append", default=[], type=_option,
+                        help="an NVRTC option for .cu files (repeatable; --option -G or --option=-G); -O0 or -O3 "
+                             "is the optimisation level of ptxas (nvJitLink), default -O3, -O0 for debug PTX (-G)")
     parser.set_defaults(run=command)
+
+
+def _option(value: str) -> str:
+    """`-O3` on the command line reaches here as "3" (-O is --option's short form): it
+    means the optimisation level, as in nvcc, so it becomes "-O3" again."""
+    return f"-O{value}" if value.isdigit() else value
+
+
+def join_option_values(argv: list[str]) -> list[str]:
+    """`--option -G` as `--option=-G`: argparse takes a value that starts with "-" for an
+    option of its own and refuses it, where the user means the value of --option."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in ("-O", "--option") and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(f"--option={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def _split_options(options: list[str], ptx: str) -> tuple[list[str], tuple[str, ...]]:
+    """(NVRTC's options, nvJitLink's): -O<n> is ptxas's level, which NVRTC does not take.
+    Without one, -O3, except for debug PTX (-G: `.target ..., debug`), which ptxas
+    refuses to optimise ("Optimized debugging not supported"): -O0."""
+    levels = [o for o in options if o[:2] == "-O" and o[2:].isdigit()]
+    nvrtc = [o for o in options if o not in levels]
+    debug = "-G" in nvrtc or "--device-debug" in nvrtc or _is_debug_ptx(ptx)
+    return nvrtc, (levels[-1],) if levels else (("-O0",) if debug else ("-O3",))
+
+
+def _is_debug_ptx(ptx: str) -> bool:
+    return any(line.startswith(".target") and "debug" in line for line in ptx.splitlines())
 
 
 def _heading(text: str) -> None:
@@ -32,7 +67,11 @@ def _heading(text: str) -> None:
 def command(args) -> int:
     """Show the pipeline stage by stage: source, PTX, SASS, resources."""
     path = pathlib.Path(args.file)
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        print(f"lowlevel ptx: cannot read {args.file}: {e.strerror}", file=sys.stderr)
+        return 2
     is_ptx = path.suffix == ".ptx" or b".version" in data[:4096] and b"__global__" not in data
     arch = args.arch
     try:
@@ -42,12 +81,12 @@ def command(args) -> int:
             source = data.decode()
             _heading(f"CUDA C++ source: {path}")
             print(source.rstrip())
-            ptx = compiler.compile(source, "ptx", arch, args.option, name=path.name)
+            ptx = compiler.compile(source, "ptx", arch, _split_options(args.option, "")[0], name=path.name)
         _heading(f"PTX ({'from ' + path.name if is_ptx else 'NVRTC for compute_' + str(compiler.parse_arch(arch))})")
         print(ptx.rstrip())
         cubin = None
         if args.sass or args.resources or args.emit in ("cubin", "fatbin"):
-            cubin = compiler.link_ptx(ptx, arch, ("-O3",))
+            cubin = compiler.link_ptx(ptx, arch, _split_options(args.option, ptx)[1])
         if args.sass:
             _heading(f"SASS for sm_{compiler.parse_arch(arch)} (nvJitLink, then cuobjdump)")
             print(compiler.disassemble(cubin).rstrip())

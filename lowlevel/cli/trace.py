@@ -156,9 +156,10 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
     out = []
     line = out.append
     major, minor = dev.compute_capability
-    emulated = drv.kind == "emu"
+    on_gpu = device != "cpu"
+    emulated = drv.kind == "emu" and on_gpu        # on the CPU backend no emulated GPU work runs
     line(f"lowlevel trace: {op} on {size}x{size} {dtype.name}, device {device}, "
-         f"{'the real driver' if not emulated else 'the EMULATED GPU'} ({drv.description})"
+         + (_where(drv) if on_gpu else "the CPU backend (numpy): no GPU work")
          + ("; one replay of the op captured in a CUDA graph" if graph else ""))
     line(f"(a cold call first took {cold_ms:.1f} ms: kernel loading, cuBLAS handle, memory reservation)")
 
@@ -189,12 +190,20 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
     for k in rec.launches:
         where = f"grid {k['grid']} block {k['block']}" if k["grid"] is not None else "cuBLAS"
         line(f"    {k['kernel']} ({k['module']}, {where})")
-    line(f"    device time between events around the call: {device_ms * 1e3:.1f} us"
-         + (f"  (the emulated GPU: {drv.timing})" if emulated else ""))
+    if on_gpu:
+        line(f"    device time between events around the call: {device_ms * 1e3:.1f} us"
+             + (f"  (the emulated GPU: {drv.timing})" if emulated else ""))
+    else:
+        line("    none: the op ran on the CPU backend, no kernel was launched")
 
     out.extend(backward_lines)
 
     line("\nL5  hardware")
+    if not on_gpu:
+        line("    the host CPU (numpy); no GPU work ran")
+        line("\nsummary")
+        line(f"    the traced call: {host_s * 1e6:.1f} us of host work on the CPU backend; no GPU work ran")
+        return "\n".join(out + (_timeline(profiled, timeline) if timeline else []))
     line(f"    {dev.name}: sm_{major}{minor}, {dev.multiprocessor_count} SMs, "
          f"{dev.total_memory / 2**30:.1f} GiB, CUDA driver API {format_driver_version(drv.version())}")
     kinds = sorted({k["image_kind"] for k in rec.launches})
@@ -217,6 +226,11 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
     if timeline:
         out.extend(_timeline(profiled, timeline))
     return "\n".join(out)
+
+
+def _where(drv) -> str:
+    """The driver that ran the GPU work, for the report's first line."""
+    return f"{'the real driver' if drv.kind != 'emu' else 'the EMULATED GPU'} ({drv.description})"
 
 
 def _timeline(profiled, path: str) -> list[str]:

@@ -199,8 +199,17 @@ def _walk(op_name: str, keyset: KeySet, dtype: str | None):
             return
 
 
-def explain(op_name: str, *args, **kwargs) -> str:
-    """The route a call would take, key by key, without running it; also printed."""
+class Explanation(str):
+    """explain()'s text: a str whose repr is the text itself, so that a REPL shows the route
+    once, as lines, where a str would show one quoted line of "\\n"s (print() it in a script)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def explain(op_name: str, *args, **kwargs) -> Explanation:
+    """The route a call would take, key by key, without running it. Returned, not printed
+    (a REPL shows it; a script prints it): an Explanation, a str."""
     keyset = keyset_for(args, kwargs)
     dtype = dtype_of(args)
     lines = [f"{op_name}: key set {keyset!r}, dtype {dtype}"]
@@ -220,9 +229,7 @@ def explain(op_name: str, *args, **kwargs) -> str:
             ends = True
     if not ends:
         lines.append("  no kernel: the call would raise NotImplementedError")
-    text = "\n".join(lines)
-    print(text)
-    return text
+    return Explanation("\n".join(lines))
 
 
 def route_through(op_name: str, keyset: KeySet, dtype: str | None) -> list[str]:

@@ -66,8 +66,9 @@ def pack_params(kernel, args) -> bytes:
     return bytes(buf)
 
 
-def launch(mod, name, grid, block, *args, mem, shared=0):
+def launch(mod, name, grid, block, *args, mem, shared=0, tools=None):
     """Run kernel `name` of `mod` on `mem` with `args` (see pack_params) and `shared` bytes
-    of dynamic shared memory; returns the engine's LaunchStats."""
+    of dynamic shared memory, observed by `tools` (None: the environment's); returns the
+    engine's LaunchStats."""
     params = pack_params(mod.kernels[name], args)
-    return run_kernel(mod, name, grid, block, params, mem, shared_bytes=shared)
+    return run_kernel(mod, name, grid, block, params, mem, shared_bytes=shared, tools=tools)
