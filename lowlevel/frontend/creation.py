@@ -160,7 +160,9 @@ def full(shape, value, dtype=dt.float32, device="cpu", requires_grad=False) -> T
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     device = device if type(device) is Device else Device(device)
     if device.type == "cuda":
-        return _leaf(call("fill", empty(shape, dtype=dtype, device=device), value), requires_grad)
+        t = empty(shape, dtype=dtype, device=device)      # (refuses a device that does not exist)
+        with device_guard(device.index):                  # queued on the stream of t's own device
+            return _leaf(call("fill", t, value), requires_grad)
     return _leaf(from_numpy_values(np.full(shape, value), dtype, device), requires_grad)
 
 
