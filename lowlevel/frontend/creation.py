@@ -93,9 +93,14 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
             return _captured_scalar(value, dtype, device)
         # The driver and device whose context the tensor would be made in, and the stream;
         # no context generation: a reset empties the cache (on_reset above).
-        with device_guard(device.index):        # the stream of the tensor's own device
+        index = device.index
+        if index is None or index == current_device_ordinal():     # no device to switch to
             stream = current_stream()
-            key += (id(get_driver()), current_device_ordinal(), 0 if stream is None else stream.handle)
+            index = current_device_ordinal()
+        else:
+            with device_guard(index):                   # the stream of the tensor's own device
+                stream = current_stream()
+        key += (id(get_driver()), index, 0 if stream is None else stream.handle)
     t = _constants.get(key)
     if t is None:
         t = from_numpy_values(np.array(value), dtype, device)
