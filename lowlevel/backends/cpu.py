@@ -2,6 +2,9 @@
 
 bfloat16 values are widened to float32 for the arithmetic and rounded back on the way out.
 """
+import contextvars
+import threading
+
 import numpy as np
 
 from ..dispatch import CPU, register_kernel
@@ -53,8 +56,39 @@ def _direct_output(fn, x: Tensor):
 
 
 @np.errstate(all="ignore")          # as a decorator: the error state set per call, thread-safely
-def _into(fn, out: np.ndarray, *operands) -> None:
+def _into_quietly(fn, out: np.ndarray, *operands) -> None:
     fn(*operands, out=out)
+
+
+class _Quiet(threading.local):
+    """Per thread: a copy of the thread's context variables made under
+    np.errstate(all="ignore") (numpy keeps its error state in a context variable), so that
+    a call runs in it with Context.run (0.05 us) instead of setting and resetting the state
+    (0.7 us). A Context may be entered by one thread at a time and not twice: one per
+    thread, and a nested call (a finalizer running an op inside the ufunc) takes the
+    decorator's way."""
+    context = None
+    busy = False
+
+
+_quiet = _Quiet()
+
+
+def _into(fn, out: np.ndarray, *operands) -> None:
+    """fn(*operands, out=out) with numpy's floating-point warnings off (IEEE results)."""
+    q = _quiet
+    if q.busy:
+        _into_quietly(fn, out, *operands)
+        return
+    context = q.context
+    if context is None:
+        with np.errstate(all="ignore"):
+            context = q.context = contextvars.copy_context()
+    q.busy = True
+    try:
+        context.run(fn, *operands, out=out)
+    finally:
+        q.busy = False
 
 
 def _register_elementwise():

@@ -95,9 +95,14 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
             return _captured_scalar(value, dtype, device)
         # The driver and device whose context the tensor would be made in, and the stream;
         # no context generation: a reset empties the cache (on_reset above).
-        with device_guard(device.index):        # the stream of the tensor's own device
+        index = device.index
+        if index is None or index == current_device_ordinal():     # no device to switch to
             stream = current_stream()
-            key += (id(get_driver()), current_device_ordinal(), 0 if stream is None else stream.handle)
+            index = current_device_ordinal()
+        else:
+            with device_guard(index):                   # the stream of the tensor's own device
+                stream = current_stream()
+        key += (id(get_driver()), index, 0 if stream is None else stream.handle)
     t = _constants.get(key)
     if t is None:
         t = from_numpy_values(np.array(value), dtype, device)
@@ -162,7 +167,9 @@ def full(shape, value, dtype=dt.float32, device="cpu", requires_grad=False) -> T
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     device = device if type(device) is Device else Device(device)
     if device.type == "cuda":
-        return _leaf(call("fill", empty(shape, dtype=dtype, device=device), value), requires_grad)
+        t = empty(shape, dtype=dtype, device=device)      # (refuses a device that does not exist)
+        with device_guard(device.index):                  # queued on the stream of t's own device
+            return _leaf(call("fill", t, value), requires_grad)
     return _leaf(from_numpy_values(np.full(shape, value), dtype, device), requires_grad)
 
 

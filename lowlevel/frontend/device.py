@@ -17,6 +17,9 @@ from ..cuda.context import current_device_ordinal
 
 _interned: dict = {}          # (spec, index) -> the Device made for them
 _MAX_INTERNED = 256
+# True until a Device of a CUDA device other than 0 is made: until then every CUDA tensor is on
+# device 0, so an op has no device to switch to while device 0 is current (on_their_device)
+only_cuda_0 = True
 
 
 class Device:
@@ -36,6 +39,9 @@ class Device:
         kind, _, number = str(spec).partition(":")
         self.type = kind
         self.index = int(number) if number else (index if index is not None else (0 if kind != "cpu" else None))
+        if kind == "cuda" and self.index != 0:
+            global only_cuda_0
+            only_cuda_0 = False
         if key is not None and len(_interned) < _MAX_INTERNED:
             _interned[key] = self
         return self
@@ -92,6 +98,8 @@ def on_their_device(dispatch):
     operands (the ops check first that they share one)."""
     @functools.wraps(dispatch)
     def guarded(*args, **kwargs):
+        if only_cuda_0 and current_device_ordinal() == 0:
+            return dispatch(*args, **kwargs)          # every CUDA tensor is on the current device
         index = cuda_index(args)
         if index is None and kwargs:
             index = cuda_index(kwargs.values())

@@ -299,3 +299,31 @@ def test_threads_on_their_own_streams_share_the_plans(driver, rng):
         expected = np.maximum((a + b) * np.float32(2.0), 0)
         for got in results[i]:
             np.testing.assert_array_equal(got, expected)
+
+
+def test_cpu_ops_give_ieee_specials_without_warnings_on_every_thread(recwarn):
+    """The CPU backend's direct ufunc path runs numpy with its warnings off (a context of
+    the thread's made once under np.errstate), on each thread, and a warning set by the
+    caller's own np.errstate is not changed by it."""
+    import threading
+    x = np.array([3e38, 1.0, np.inf, 0.0], np.float32)
+    a, zero = ll.tensor(x), ll.tensor(np.zeros(4, np.float32))
+    results = []
+
+    def work():
+        results.append(((a + a).numpy(), (a - a).numpy(), (a / zero).numpy()))
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    work()
+    with np.errstate(all="ignore"):
+        expected = (x + x, x - x, x / np.zeros(4, np.float32))
+    assert len(results) == 4
+    for got in results:
+        for g, e in zip(got, expected):
+            np.testing.assert_array_equal(g, e)
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        np.float32(3e38) * np.float32(10)                     # the caller's state is its own

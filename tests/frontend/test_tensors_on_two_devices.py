@@ -16,6 +16,20 @@ def _owner(t) -> int:
     return cuda.pointer_attributes(t.data_ptr).device_ordinal
 
 
+def check_ops_on_cuda_0_while_device_1_is_current():
+    """Run first, before any tensor of cuda:1 exists (the ops' guard has a fast case for a
+    program that uses only device 0): the op still runs on its tensors' device."""
+    cuda.Device(1).set_current()
+    try:
+        x = np.arange(4, dtype=np.float32)
+        a = ll.tensor(x, device="cuda:0")
+        out = a + a
+        assert out.device == "cuda:0" and _owner(out) == 0 and _owner(a * 3.0) == 0
+        np.testing.assert_array_equal(out.numpy(), 2 * x)
+    finally:
+        cuda.Device(0).set_current()
+
+
 def check_ops_on_cuda_1():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((6, 5)).astype(np.float32)

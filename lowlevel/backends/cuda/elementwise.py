@@ -5,8 +5,11 @@ ptx/elementwise_{i32,i64,f64}.ptx (tools/gen_dtype_ptx.py), elementwise_bf16.ptx
 unary_f16.ptx (tools/gen_half_ptx.py: float32 registers, one rounding at the store),
 math_f64.ptx (tools/gen_math_f64_ptx.py), unary_f32.ptx and pow_f32.ptx (float16 and bfloat16
 pow widen to float32 around it), on
-contiguous operands of the output's shape (a broadcast operand is first materialised by the strided-copy kernel, with stride 0
-along its broadcast dimensions).
+contiguous operands of the output's shape. A float32 or float16 binary op with an operand that is
+not (a broadcast bias, a number's 0-d tensor, a transposed view) reads each operand through its
+own strides (ptx/binary_strided.ptx, broadcast.py): one kernel, no temporary. Other dtypes, and
+layouts of more than four dimensions after merging, first materialise such an operand with the
+strided-copy kernel (stride 0 along its broadcast dimensions).
 
 Each op keeps a plan per (dtype, shapes, strides) of its operands: the output's shape and
 element count, which operands must be made contiguous first, and (per context, see
@@ -19,6 +22,7 @@ from ...dispatch import CUDA, register_kernel
 from ...frontend import dtypes as dt
 from ...frontend.shapes import broadcast_shapes, contiguous_strides
 from ...frontend.tensor import Tensor
+from . import broadcast
 from .launch import BLOCK, OpPlan, Plans, grid_for, launch_plan, new_output, suffix
 from .layout import cast, materialize
 
@@ -37,7 +41,7 @@ MATH_F64 = ("exp", *UNARY_F32)
 class _Plan(OpPlan):
     """What a call with operands of these dtypes, shapes and strides does."""
 
-    __slots__ = ("n", "ready")
+    __slots__ = ("n", "ready", "strided")
 
     def __init__(self, shape, operands, module: str, kernel: str):
         n = math.prod(shape)
@@ -46,6 +50,18 @@ class _Plan(OpPlan):
         self.n = n
         # an operand that is already contiguous in the output's shape is read in place
         self.ready = tuple(t.shape == shape and t.is_contiguous() for t in operands)
+        self.strided = None     # binary_strided's arguments after (out, a, b, n), where it runs
+
+    def read_through_strides(self, op: str, a: Tensor, b: Tensor) -> "_Plan":
+        """Run binary_strided instead when an operand is not contiguous in the output's
+        shape and the kernel takes this dtype and layout (else: materialise, as before)."""
+        kernel = broadcast.KERNELS.get(a.dtype)
+        if self.kernel is not None and kernel is not None and not all(self.ready):
+            args = broadcast.strided_args(op, self.shape, a, b)
+            if args is not None:
+                self.kernel = (broadcast.MODULE, kernel, *self.kernel[2:])
+                self.strided = args
+        return self
 
 
 def _binary_kernel(op: str, name: str):
@@ -53,7 +69,8 @@ def _binary_kernel(op: str, name: str):
 
     def plan(a: Tensor, b: Tensor) -> _Plan:
         sfx = suffix(a)
-        return _Plan(broadcast_shapes(op, a.shape, b.shape), (a, b), f"elementwise_{sfx}", f"{name}_{sfx}")
+        return _Plan(broadcast_shapes(op, a.shape, b.shape), (a, b), f"elementwise_{sfx}",
+                     f"{name}_{sfx}").read_through_strides(name, a, b)
 
     scalar_kernels = _SCALAR.get(op)
 
@@ -76,7 +93,9 @@ def _binary_kernel(op: str, name: str):
         key = (a.dtype, a.shape, a.strides, b.shape, b.strides)
         p = plans.get(key) or plans.add(key, plan(a, b))
         out, address, stream, handle, bound = new_output(p, a.dtype, a.device)
-        if p.kernel is not None:
+        if p.strided is not None:
+            launch_plan(bound, (a, b), (address, a.data_ptr, b.data_ptr, p.n, *p.strided), stream, handle)
+        elif p.kernel is not None:
             ready_a, ready_b = p.ready
             a2 = a if ready_a else materialize(a, p.shape)
             b2 = b if ready_b else materialize(b, p.shape)
