@@ -57,8 +57,33 @@ def _stream_row(device: int, stream: int, numbers: dict) -> str:
     return f"dev {device} stream {numbers[device]} ({stream:#x})"
 
 
+def _device_rows(timeline, lo: int, hi: int, cols: int, used: set) -> list[str]:
+    scale = cols / max(1, hi - lo)
+    rows, numbers = [], {}
+    for device, stream in sorted({(s["device"], s["stream"]) for s in timeline.device}):
+        cells = [" "] * cols
+        spans = [s for s in timeline.device if (s["device"], s["stream"]) == (device, stream)]
+        used |= _draw(cells, spans, lo, scale, True)
+        rows.append(f"{_stream_row(device, stream, numbers)[:LABEL - 1]:{LABEL}s}|{''.join(cells)}|")
+    return rows
+
+
+def _bursts(spans: list[dict], cell: float) -> list[tuple[int, int]]:
+    """(start, end) of the runs of device work (host functions aside: they only hold a
+    stream) with no gap of more than a few cells of the whole view between their spans."""
+    bursts: list[list[int]] = []
+    for span in sorted((s for s in spans if s["cat"] != "host function"), key=lambda s: s["start"]):
+        if bursts and span["start"] <= bursts[-1][1] + 4 * cell:
+            bursts[-1][1] = max(bursts[-1][1], span["end"])
+        else:
+            bursts.append([span["start"], span["end"]])
+    return [(a, b) for a, b in bursts if b > a]
+
+
 def render(timeline, width: int | None = None) -> str:
-    """The ASCII timeline of `timeline`, `width` characters wide (default: the terminal's)."""
+    """The ASCII timeline of `timeline`, `width` characters wide (default: the terminal's).
+    When the device's work fills a small part of it (a fast GPU, or modelled times, beside
+    a slow host), the streams are drawn again over the device's own span."""
     width = width or shutil.get_terminal_size((100, 24)).columns
     cols = max(20, width - LABEL - 2)
     lo, hi = timeline.bounds()
@@ -69,14 +94,13 @@ def render(timeline, width: int | None = None) -> str:
         used |= _draw(cells, [s for s in timeline.host if s["tid"] == ident], lo, scale, False)
         name = timeline.threads.get(ident, str(ident))
         rows.append(f"{('host ' + name)[:LABEL - 1]:{LABEL}s}|{''.join(cells)}|")
-    numbers: dict[int, int] = {}
-    for device, stream in sorted({(s["device"], s["stream"]) for s in timeline.device}):
-        cells = [" "] * cols
-        spans = [s for s in timeline.device if (s["device"], s["stream"]) == (device, stream)]
-        used |= _draw(cells, spans, lo, scale, True)
-        rows.append(f"{_stream_row(device, stream, numbers)[:LABEL - 1]:{LABEL}s}|{''.join(cells)}|")
-    end = _duration(hi - lo)
-    rows.append(" " * LABEL + "0" + end.rjust(cols + 1))
+    rows += _device_rows(timeline, lo, hi, cols, used)
+    rows.append(" " * LABEL + "0" + _duration(hi - lo).rjust(cols + 1))
+    for dlo, dhi in _bursts(timeline.device, (hi - lo) / cols)[:3]:
+        if 4 * (dhi - dlo) < hi - lo:
+            rows.append(f"the device's work from {_duration(dlo - lo)} on, drawn over its own span:")
+            rows += _device_rows(timeline, dlo, dhi, cols, used)
+            rows.append(" " * LABEL + "0" + _duration(dhi - dlo).rjust(cols + 1))
     legend = ", ".join(f"{c} {LEGEND[c]}" for c in LEGEND if c in used)
     if legend:
         rows.append("legend: " + legend)
