@@ -178,6 +178,23 @@ def redispatch(op_name: str, keyset: KeySet, *args, **kwargs):
     return _run(op_name, bits, args, kwargs)
 
 
+def resolve(op_name: str, keyset: KeySet, args):
+    """The function redispatch(op_name, keyset, *args) would run (the kernel of the highest
+    acting key), looked up as redispatch looks it up; None where a fallback runs instead or
+    the call is an error (redispatch then decides, and raises)."""
+    dtype = dtype_of(args)
+    fn = _resolved.get((op_name, keyset.bits, dtype))
+    if fn is not None:
+        return fn
+    op = table.tables.get(op_name)
+    acting = keyset.bits & op.acting if op is not None else 0
+    if not acting:
+        return None
+    entry = op.entries[acting.bit_length() - 1]
+    kernel = None if entry.fallback is not None else entry.kernel_for(dtype)
+    return None if kernel is None else kernel.fn
+
+
 # ---- explaining a call ----------------------------------------------------------------------------
 def _walk(op_name: str, keyset: KeySet, dtype: str | None):
     """(key, what it does, the registration) for each key of `keyset` in order, up to the

@@ -27,7 +27,7 @@ from ..cuda import get_driver, is_current_stream_capturing
 from ..cuda.profiling import DeviceClock
 from ..trace import ascii_art, chrome, nvtx_ranges
 from ..trace.timeline import Timeline
-from .dispatcher import dtype_of, include, redispatch, route_through
+from .dispatcher import dtype_of, include, redispatch, resolve, route_through
 from .keys import KeySet, Profiler
 from .table import register_fallback
 
@@ -133,7 +133,10 @@ def _record(op: str, below: KeySet, args, kwargs):
         nvtx_ranges.push(op, "dispatch")
     start = time.perf_counter_ns()
     try:
-        result = redispatch(op, below, *args, **kwargs)
+        # the dispatch (the lookup), then the kernel of the key below: two spans of the op
+        kernel = resolve(op, below, args) if timeline is not None else None
+        backend = time.perf_counter_ns()
+        result = kernel(*args, **kwargs) if kernel is not None else redispatch(op, below, *args, **kwargs)
     finally:
         end = time.perf_counter_ns()
         if timeline is not None and timeline.nvtx:
@@ -142,6 +145,8 @@ def _record(op: str, below: KeySet, args, kwargs):
         route = ["Profiler"] + route_through(op, below, dtype_of(args))
         kernels = [k.get("kernel") for k in timeline.launches[launched:]]
         tid = timeline.host_span(op, "op", start, end, {"route": " -> ".join(route), "kernels": kernels})["tid"]
+        if kernel is not None:
+            timeline.host_span(f"{op}: {route[1]} kernel", "backend", backend, end, {"key": route[1]})
         prof.records.append({"op": op, "route": route, "host_s": (end - start) / 1e9, "start": start, "end": end,
                              "tid": tid, "kernels": kernels})
     return result

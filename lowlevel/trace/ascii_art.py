@@ -11,9 +11,9 @@ import shutil
 
 from .timeline import DEFAULT_STREAMS, stream_label
 
-SYMBOLS = {"op": "=", "frontend": "v", "driver": "c", "cublas": "b", "profiler": "a",
+SYMBOLS = {"op": "=", "backend": "o", "frontend": "v", "driver": "c", "cublas": "b", "profiler": "a",
            "kernel": "K", "copy": ">", "memset": "M", "host function": "h", "graph": "G"}
-LEGEND = {"=": "op (dispatch and backend)", "v": "frontend validation", "c": "driver call", "b": "cuBLAS call",
+LEGEND = {"=": "op (dispatch)", "o": "the backend's kernel function", "v": "frontend validation", "c": "driver call", "b": "cuBLAS call",
           "a": "profiler's anchor", "K": "kernel", ">": "copy HtoD", "<": "copy DtoH", "~": "copy DtoD/other",
           "M": "memset", "h": "host function", "G": "graph launch", "B": "cuBLAS work"}
 LABEL = 24

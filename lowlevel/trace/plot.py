@@ -2,7 +2,7 @@
 per stream against time, each span a bar coloured by its category."""
 from .timeline import stream_label
 
-COLOURS = {"op": "tab:blue", "frontend": "tab:cyan", "driver": "tab:gray", "cublas": "tab:olive",
+COLOURS = {"op": "tab:blue", "backend": "tab:purple", "frontend": "tab:cyan", "driver": "tab:gray", "cublas": "tab:olive",
            "profiler": "lightgray", "kernel": "tab:red", "copy": "tab:green", "memset": "tab:purple",
            "host function": "tab:orange", "graph": "tab:brown"}
 

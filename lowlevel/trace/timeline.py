@@ -1,7 +1,8 @@
 """The timeline a profile records: spans on the host's threads and on the device's streams,
 all on one clock, time.perf_counter_ns().
 
-    host spans     {"name", "cat", "tid", "start", "end", "args", "flow"}: ops (cat "op"), the
+    host spans     {"name", "cat", "tid", "start", "end", "args", "flow"}: ops (cat "op", the
+                   dispatch; inside it "backend", the kernel function of the key below), the
                    frontend's validation ("frontend"), every driver and cuBLAS call ("driver",
                    "cublas": the ctypes crossing, its arguments and result)
     device spans   {"name", "cat", "device", "stream", "start", "end", "args", "flow"}: kernels,

@@ -141,7 +141,7 @@ def test_report_table_driver_and_ascii_timeline(driver, rng):
     rows = report.splitlines()
     host = [r for r in rows if r.startswith("host MainThread")]
     streams = [r for r in rows if r.startswith("dev 0")]
-    assert len(host) == 1 and len(host[0]) == 100 and "=" in host[0]
+    assert len(host) == 1 and len(host[0]) == 100 and ("=" in host[0] or "o" in host[0])      # the op, or its backend span over it
     assert streams and set("BK") & set("".join(streams))      # cuBLAS's work, relu's kernel
     assert sorted(sp["cat"] for sp in p.timeline.device) == ["cublas", "kernel"]
     assert "legend:" in report and "K kernel" in report
@@ -195,3 +195,17 @@ def test_cpu_ops_have_host_spans_only():
     np.testing.assert_array_equal(y.numpy(), x * 3.0)
     assert p.timeline.device == [] and any(s["cat"] == "op" for s in p.timeline.host)
     assert "(no driver call in this profile)" in p.report(80)
+
+
+def test_an_op_has_a_dispatch_span_and_a_backend_span_inside_it(driver):
+    """Each op: its span (the dispatch) and, inside it, the backend kernel function's span,
+    named by the key that ran it."""
+    a, b = ll.randn(8, 8, device="cuda"), ll.randn(8, 8, device="cuda")
+    with ll.profile() as p:
+        (a + b).relu()
+    host = p.timeline.host
+    for op in ("add", "relu"):
+        outer = next(s for s in host if s["cat"] == "op" and s["name"] == op)
+        inner = next(s for s in host if s["cat"] == "backend" and s["name"] == f"{op}: CUDA kernel")
+        assert outer["start"] <= inner["start"] <= inner["end"] <= outer["end"] and outer["tid"] == inner["tid"]
+    assert "o the backend's kernel function" in p.report()
