@@ -196,6 +196,12 @@ def _to_dtype(D, ctype: str, satfinite: bool):
         return D.astype({"f32": np.float32, "f16": np.float16, "f64": np.float64}[ctype])
 
 
+def multiply(A, B, Cm, kinds, opts):
+    """D = A B + C on exact (float64 / int64) matrices, rounded once to the C/D type: the
+    arithmetic of mma, for wmma too."""
+    return _to_dtype(_product(A, B, Cm, kinds, opts), kinds[2], bool(opts.get("satfinite")))
+
+
 def mma(n: int, shape: str, kinds, a_regs, b_regs, c_regs, opts):
     """D = A B + C for every warp of `n` threads; returns d's registers (one array each):
     float32 / float64 / int32 values, or for f16 accumulators uint32 pairs."""
