@@ -7,6 +7,9 @@ against numpy float64 / int64 on random inputs, outputs poisoned.
 - inline mma.sync for each type: f16 fed by ldmatrix (x4, and x2.trans for B), tf32
   m16n8k8, f64 m8n8k4, s8 m16n8k32 (.satfinite), s4 m16n8k64, b1 m16n8k256 .and.popc;
   the kernels pack their fragments from row-major matrices by the ISA's layout.
+- nvcuda::wmma's other shapes and types (WMMA_MORE, one module): m32n8k16 and m8n32k16
+  with f16 (f32 and f16 accumulators) and bf16, s8/u8 with int accumulators (m16n16k16,
+  m32n8k16, m8n32k16), f64 m8n8k4; two k steps, two warps.
 Float bounds are proportionate to K: a tensor core's sums keep fewer bits than float64.
 """
 import numpy as np
@@ -74,6 +77,41 @@ extern "C" __global__ void wmma_f16_acc(const half* a, const half* b, half* d) {
     __syncwarp();
     for (int i = lane; i < 256; i += 32) d[w * 256 + i] = s[w][i];
 }
+"""
+
+WMMA_MORE = r"""
+#include <mma.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+using namespace nvcuda;
+// one M x N tile per warp: D = A B + C, A row-major (lda), B col-major (ldb), C/D row-major (ldc)
+template <int M, int N, int K, int STEPS, class T, class Acc, class AL, class BL>
+__device__ void tile(const T* a, const T* b, const Acc* c, Acc* d, int lda, int ldb, int ldc) {
+    int w = threadIdx.x / 32;
+    a += w * M * lda; b += w * N * ldb; c += w * M * ldc; d += w * M * ldc;
+    wmma::fragment<wmma::matrix_a, M, N, K, T, AL> fa;
+    wmma::fragment<wmma::matrix_b, M, N, K, T, BL> fb;
+    wmma::fragment<wmma::accumulator, M, N, K, Acc> acc;
+    wmma::load_matrix_sync(acc, c, ldc, wmma::mem_row_major);
+    for (int k = 0; k < STEPS * K; k += K) {
+        wmma::load_matrix_sync(fa, a + k, lda);
+        wmma::load_matrix_sync(fb, b + k, ldb);
+        wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(d, acc, ldc, wmma::mem_row_major);
+}
+// STEPS k steps: 1 for the 8-bit types, whose a + 16 would not be 256-bit aligned
+#define TILE(NAME, M, N, K, STEPS, T, ACC) \
+extern "C" __global__ void NAME(const T* a, const T* b, const ACC* c, ACC* d, int lda, int ldb, int ldc) { \
+    tile<M, N, K, STEPS, T, ACC, wmma::row_major, wmma::col_major>(a, b, c, d, lda, ldb, ldc); }
+TILE(f16_m32n8, 32, 8, 16, 2, half, float)
+TILE(f16_m8n32, 8, 32, 16, 2, half, half)
+TILE(bf16_m32n8, 32, 8, 16, 2, __nv_bfloat16, float)
+TILE(bf16_m8n32, 8, 32, 16, 2, __nv_bfloat16, float)
+TILE(s8_m16n16, 16, 16, 16, 1, signed char, int)
+TILE(u8_m32n8, 32, 8, 16, 1, unsigned char, int)
+TILE(s8_m8n32, 8, 32, 16, 1, signed char, int)
+TILE(f64_m8n8, 8, 8, 4, 2, double, double)
 """
 
 INLINE = r"""
@@ -259,3 +297,57 @@ def test_mma_tf32_and_f64(driver, build, rng):
     m.get_function("mma_f64").launch(1, 32, (upload(a64), upload(b64), upload(c64), out))
     within(download(out, (8, 8), np.float64), a64 @ b64 + c64, 4,
            np.abs(a64) @ np.abs(b64) + np.abs(c64), np.finfo(np.float64).eps)
+
+
+MORE = {  # kernel: (M, N, K, element, accumulator)
+    "f16_m32n8": (32, 8, 16, "f16", np.float32), "f16_m8n32": (8, 32, 16, "f16", np.float16),
+    "bf16_m32n8": (32, 8, 16, "bf16", np.float32), "bf16_m8n32": (8, 32, 16, "bf16", np.float32),
+    "s8_m16n16": (16, 16, 16, "s8", np.int32), "u8_m32n8": (32, 8, 16, "u8", np.int32),
+    "s8_m8n32": (8, 32, 16, "s8", np.int32), "f64_m8n8": (8, 8, 4, "f64", np.float64),
+}
+
+
+def operand(rng, kind, shape):
+    """(device array, float64 / int64 values) of a random operand of `kind`."""
+    if kind == "f16":
+        h = rng.standard_normal(shape).astype(np.float16)
+        return h, h.astype(np.float64)
+    if kind == "bf16":
+        h = bf16(rng.standard_normal(shape))
+        return h, bf16_value(h)
+    if kind == "f64":
+        v = rng.standard_normal(shape)
+        return v, v
+    v = rng.integers(-128, 128, shape) if kind == "s8" else rng.integers(0, 256, shape)
+    return v.astype(np.int8 if kind == "s8" else np.uint8), v.astype(np.int64)
+
+
+@pytest.mark.parametrize("name", list(MORE))
+def test_wmma_more_shapes(driver, build, rng, name):
+    """One M x N tile per warp (two warps), two k steps (one for the 8-bit types); A
+    row-major, B column-major, C and D row-major, strides padded (a multiple of 32 bytes, so
+    that every tile stays 256-bit aligned)."""
+    m, n, k, kind, acc = MORE[name]
+    steps = 1 if acc == np.int32 else 2
+    f = build.load(WMMA_MORE, "wmma_more").get_function(name)
+    lda, ldb, ldc = steps * k + 32, steps * k + 32, n + 16
+    a, av = operand(rng, kind, (2 * m, lda))
+    b, bv = operand(rng, kind, (2 * n, ldb))                          # column-major: b[w*n + j, k]
+    if acc == np.int32:
+        c = rng.integers(-2**20, 2**20, (2 * m, ldc)).astype(np.int32)
+    else:
+        c = rng.standard_normal((2 * m, ldc)).astype(acc)
+    out = poisoned_device((2 * m, ldc), acc)
+    f.launch(1, 64, (upload(a), upload(b), upload(c), out, np.int32(lda), np.int32(ldb), np.int32(ldc)))
+    got = download(out, (2 * m, ldc), acc)
+    for w in range(2):
+        A, B = av[m * w:m * w + m, :steps * k], bv[n * w:n * w + n, :steps * k].T
+        C = c[m * w:m * w + m, :n]
+        D = got[m * w:m * w + m, :n]
+        if acc == np.int32:
+            np.testing.assert_array_equal(D, A @ B + C)
+        else:
+            eps = np.finfo(acc).eps if acc != np.float16 else EPS16
+            within(D.astype(np.float64), A @ B + C, steps * k, np.abs(A) @ np.abs(B) + np.abs(C), eps)
+        pad = got[m * w:m * w + m, n:]                                # never written: still poison
+        assert (pad == -1).all() if acc == np.int32 else np.isnan(pad.astype(np.float64)).all()

@@ -15,8 +15,9 @@
     barred.py      bar.red (popc/and/or)
     matrix.py      ldmatrix, mma.sync (decoding and checking its forms)
     mma_shapes.py  mma's shapes and types, the ISA fragment layouts, its arithmetic
+    mma_quadpair.py mma.m8n8k4 .f16: four quad-pair products per warp, their layouts
     matrix_store.py stmatrix, movmatrix
-    wmma.py        wmma.load/mma/store (m16n16k16 f16/bf16, m16n16k8 tf32), cvt.rna.tf32.f32
+    wmma.py        wmma.load/mma/store (f16 bf16 s8 u8 tf32 f64 shapes), cvt.rna.tf32.f32
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
     mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait

@@ -12,9 +12,10 @@ with a launch fault naming it.
 
     mma.sync.aligned.SHAPE.row.col{.satfinite}.DTYPE.ATYPE.BTYPE.CTYPE{.xor/.and.popc} d, a, b, c;
 
-every shape and type of the PTX ISA up to sm_90 but m8n8k4 .f16: the table, the fragment
-layouts and how the sums are rounded are in mma_shapes.py. The f64 m16n8 shapes need
-.target sm_90; other shapes stay refused by name at load. stmatrix and movmatrix: matrix_store.py.
+every shape and type of the PTX ISA up to sm_90: the table, the fragment layouts and how
+the sums are rounded are in mma_shapes.py; m8n8k4 with .f16 (four quad-pair products per
+warp, A and B in either layout) in mma_quadpair.py. The f64 m16n8 shapes need .target
+sm_90; the 8-bit floats stay refused by name at load. stmatrix and movmatrix: matrix_store.py.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import numpy as np
 from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Vec
-from . import mma_shapes
+from . import mma_quadpair, mma_shapes
 from .memops import address, take_space
 from .operands import Mods, operands, unsupported
 from .registry import provide, register
@@ -63,7 +64,13 @@ def mma(C, shape, kinds, a_regs, b_regs, c_regs, opts, text):
     return mma_shapes.mma(C.n, shape, kinds, a_regs, b_regs, c_regs, opts)
 
 
-provide(_ldmatrix=ldmatrix, _mma=mma)
+def mma_m8n8k4(C, layouts, kinds, a_regs, b_regs, c_regs, text):
+    """mma.m8n8k4 with .f16: D = A B + C for every quad-pair (see mma_quadpair)."""
+    converged(C, "mma.sync", text)
+    return mma_quadpair.mma(C.n, layouts, kinds, a_regs, b_regs, c_regs)
+
+
+provide(_ldmatrix=ldmatrix, _mma=mma, _mma_m8n8k4=mma_m8n8k4)
 
 
 def emit_ldmatrix(g, ins):
@@ -122,25 +129,56 @@ def _check_types(ins, shape: str, ts: list[str], bitop) -> None:
     if fam not in mma_shapes.SHAPES[shape] or mma_shapes.FAMILY[btype] != fam:
         raise unsupported(ins, f"types .{atype}.{btype} for .{shape}")
     want = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "f64": ("f64",)}.get(fam, ("s32",))
-    if dtype != ctype or dtype not in want:
+    if (shape, fam, dtype, ctype) == ("m8n8k4", "f16", "f32", "f16"):
+        pass                    # the one mixed form ptxas takes (f16 C, f32 D)
+    elif dtype != ctype or dtype not in want:
         raise PtxError(ins.line, f"mma .{shape}.{atype}: .dtype and .ctype must be the same, "
-                                 f"one of {', '.join('.' + w for w in want)}: {ins.text}")
+                                 f"one of {', '.join('.' + w for w in want)} (m8n8k4 .f16 also "
+                                 f"takes .f32 with an .f16 C): {ins.text}")
     if (fam == "b1") != (bitop is not None):
         raise PtxError(ins.line, "mma with .b1 takes .xor.popc or .and.popc (and only .b1 "
                                  f"does): {ins.text}")
 
 
+def _layouts(ins, m: Mods, shape: str) -> tuple[str, str]:
+    """.alayout.blayout: .row.col, or either of each for m8n8k4 with .f16."""
+    got = [x for x in m.left if x in ("row", "col")]
+    for x in got:
+        m.left.remove(x)
+    quadpair = shape == "m8n8k4" and "f16" in m.left
+    if len(got) != 2 or (not quadpair and got != ["row", "col"]):
+        raise unsupported(ins, "layout (.row.col; m8n8k4 with .f16 takes .row or .col for "
+                               "each of A and B)")
+    return got[0], got[1]
+
+
+def _emit_m8n8k4_f16(g, ins, layouts, ts):
+    dtype, _, _, ctype = ts
+    d, a, b, c = operands(ins, 4)
+    d = _regs(ins, d, 4 if dtype == "f16" else 8, "d")
+    c = _regs(ins, c, 4 if ctype == "f16" else 8, "c")
+    a, b = _regs(ins, a, 2, "a"), _regs(ins, b, 2, "b")
+    av = ", ".join(g.read(ins, x, "u32") for x in a)
+    bv = ", ".join(g.read(ins, x, "u32") for x in b)
+    cv = ", ".join(g.read(ins, x, REG_TYPE[ctype]) for x in c)
+    tmp = g.fresh()
+    g.emit(f"{tmp} = _mma_m8n8k4(C, {layouts!r}, {(dtype, ctype)!r}, [{av}], [{bv}], [{cv}], "
+           f"{ins.text!r})")
+    for i, e in enumerate(d):
+        g.write(ins, e, f"{tmp}[{i}]", REG_TYPE[dtype], None)
+
+
 def emit_mma(g, ins):
     m = Mods(ins)
     shape = m.take(*mma_shapes.SHAPES)
-    form = [m.take("sync"), m.take("aligned"), m.take("row"), m.take("col")]
+    form = [m.take("sync"), m.take("aligned")]
+    if shape is None or None in form:
+        raise unsupported(ins, "shape (only the .sync.aligned shapes of the PTX ISA)")
+    layouts = _layouts(ins, m, shape)
     satfinite = m.take("satfinite") is not None
     rnd = m.take("rn")                  # f64 only: the default (rz/rm/rp stay refused)
     bitop = m.take("xor", "and")
     popc = m.take("popc")
-    if shape is None or None in form:
-        raise unsupported(ins, "shape or layout (only the .row.col shapes of the PTX ISA; "
-                               "m8n8k4 with .f16 is not supported)")
     ts = _mma_types(ins, m)
     m.done()
     _check_types(ins, shape, ts, bitop)
@@ -156,6 +194,9 @@ def emit_mma(g, ins):
                                  f"(target sm_{g.ck.kernel.binary_version}): {ins.text}")
     if ins.guard is not None:
         raise unsupported(ins, "a predicated mma")
+    if shape == "m8n8k4" and fam == "f16":
+        _emit_m8n8k4_f16(g, ins, layouts, ts)
+        return
     dtype, atype, btype, ctype = ts
     na, nb, nc = mma_shapes.register_counts(shape, atype, ctype)
     d, a, b, c = operands(ins, 4)

@@ -2,10 +2,11 @@
 
     mma.sync.aligned.SHAPE.row.col{.satfinite}.DTYPE.ATYPE.BTYPE.CTYPE{.bitop.popc} d, a, b, c;
 
-Every shape up to sm_90 except m8n8k4 with .f16 (its four quad-pair products have a layout
-of their own; it stays refused by name):
+Every shape up to sm_90 (m8n8k4 with .f16, four quad-pair products per warp with a layout
+of their own, is in mma_quadpair.py):
 
     shape      A/B type       C/D type      target
+    m8n8k4     f16            f16 or f32    sm_70
     m16n8k8    f16            f16 or f32    sm_75        m16n8k8   bf16, tf32   f32   sm_80
     m16n8k16   f16            f16 or f32    sm_80        m16n8k16  bf16         f32   sm_80
     m16n8k4    tf32           f32           sm_80        m8n8k4    f64          f64   sm_80
@@ -13,6 +14,9 @@ of their own; it stays refused by name):
     m8n8k16, m16n8k16, m16n8k32   s8/u8 (mixed)      s32 (.satfinite)     sm_75 / sm_80
     m8n8k32, m16n8k32, m16n8k64   s4/u4 (mixed)      s32 (.satfinite)     sm_75 / sm_80
     m8n8k128, m16n8k128, m16n8k256  b1 (.xor.popc or .and.popc)  s32      sm_75 / sm_80
+
+.dtype = .ctype everywhere (as ptxas requires, though the ISA's syntax lists them apart)
+but for m8n8k4 .f32.f16.f16.f16.
 
 Layouts (PTX ISA, "Matrix Fragments for mma.mMnNkK"): with groupID g = lane/4 and
 t = lane%4, a register holds `e` elements (f16/bf16: 2, s8/u8: 4, s4/u4: 8, b1: 32,
@@ -51,7 +55,7 @@ SHAPES = {
     "m16n8k4": {"tf32", "f64"}, "m16n8k8": {"f16", "bf16", "tf32", "f64"},
     "m16n8k16": {"f16", "bf16", "f64", "i8"}, "m16n8k32": {"i8", "i4"}, "m16n8k64": {"i4"},
     "m16n8k128": {"b1"}, "m16n8k256": {"b1"},
-    "m8n8k4": {"f64"}, "m8n8k16": {"i8"}, "m8n8k32": {"i4"}, "m8n8k128": {"b1"},
+    "m8n8k4": {"f16", "f64"}, "m8n8k16": {"i8"}, "m8n8k32": {"i4"}, "m8n8k128": {"b1"},
 }
 # (shape, family) pairs that need sm_90; everything else here runs on sm_80 (and sm_90)
 SM90 = {("m16n8k4", "f64"), ("m16n8k8", "f64"), ("m16n8k16", "f64")}
@@ -190,6 +194,12 @@ def _to_dtype(D, ctype: str, satfinite: bool):
         return (D & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
     with np.errstate(all="ignore"):
         return D.astype({"f32": np.float32, "f16": np.float16, "f64": np.float64}[ctype])
+
+
+def multiply(A, B, Cm, kinds, opts):
+    """D = A B + C on exact (float64 / int64) matrices, rounded once to the C/D type: the
+    arithmetic of mma, for wmma too."""
+    return _to_dtype(_product(A, B, Cm, kinds, opts), kinds[2], bool(opts.get("satfinite")))
 
 
 def mma(n: int, shape: str, kinds, a_regs, b_regs, c_regs, opts):

@@ -4,8 +4,9 @@
     wmma.mma.sync.aligned.{row,col}.{row,col}.SHAPE.DTYPE{.ATYPE.BTYPE}.CTYPE d, a, b, c;
     wmma.store.d.sync.aligned.{row,col}.SHAPE{.global,.shared}.TYPE [p], r{, stride};
 
-Shapes and types: m16n16k16 with f16 (f16 or f32 accumulators) or bf16 (f32), and
-m16n16k8 with tf32 (f32). Other wmma shapes and types are refused by name at load.
+Shapes and types: m16n16k16, m32n8k16 and m8n32k16 with f16 (f16 or f32 accumulators),
+bf16 (f32) or s8/u8 (s32, .satfinite), m16n16k8 with tf32 (f32), m8n8k4 with f64 (f64,
+.rn). The sub-byte ones (s4/u4 m8n8k32, b1 m8n8k128) are refused by name at load.
 
 The PTX ISA leaves the fragment layout of wmma unspecified, and code must not depend on
 it: a fragment is only for wmma.load, wmma.mma and wmma.store (and elementwise operations
@@ -13,8 +14,12 @@ that treat every element alike). This emulator uses the layout of the decomposit
 two mma.m16n8kK that Ampere and Hopper run: A is the m16n8kK A fragment (for f16, eight
 registers: the four of mma, then the same four again, as the f16 fragment has 16 elements
 for 8 distinct ones); B is the B fragments of columns 0-7, then of columns 8-15 (f16: then
-the same again); C and D are the m16n8 accumulators of columns 0-7, then of 8-15. The
-arithmetic is mma's (see mma_shapes.py).
+the same again); C and D are the m16n8 accumulators of columns 0-7, then of 8-15 (s8/u8
+likewise, with mma's m16n8k16 integer fragments). m8n8k4 f64 uses mma.m8n8k4's layout.
+m32n8k16 and m8n32k16 are striped: slot j of lane l holds element j*32 + l of the matrix in
+row-major order (f16 A and B have 16 slots for fewer elements: slot j holds what slot
+j - count holds). The arithmetic is mma's (see mma_shapes.py): exact products, summed in
+float64 (int64), rounded once.
 
 Memory: element (i, j) is at p + (i*stride + j)*size for .row, p + (j*stride + i)*size
 for .col; stride (in elements) defaults to the matrix's leading dimension. As CUDA's
@@ -36,18 +41,41 @@ from .operands import Mods, operands, unsupported
 from .registry import provide, register
 
 WARP = 32
-SHAPES = {"m16n16k16": ("f16", "bf16"), "m16n16k8": ("tf32",)}
-ELEMENT_BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "f32": 4}
-REG_TYPE = {"f16": "u32", "bf16": "u32", "tf32": "u32", "f32": "f32"}
+SHAPES = {"m16n16k16": ("f16", "bf16", "s8", "u8"), "m32n8k16": ("f16", "bf16", "s8", "u8"),
+          "m8n32k16": ("f16", "bf16", "s8", "u8"), "m16n16k8": ("tf32",), "m8n8k4": ("f64",)}
+SUB_BYTE = ("m8n8k32", "m8n8k128")          # s4/u4 and b1: refused by name
+ELEMENT_BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "f32": 4, "s8": 1, "u8": 1, "s32": 4, "f64": 8}
+REG_TYPE = {"f16": "u32", "bf16": "u32", "tf32": "u32", "f32": "f32", "s8": "u32", "u8": "u32",
+            "s32": "s32", "f64": "f64"}
+ACCUMULATOR = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "s8": ("s32",),
+               "u8": ("s32",), "f64": ("f64",)}
 
 
 def _dims(shape):
     return mma_shapes.dims(shape)
 
 
+def _matrix_dims(which: str, shape: str):
+    m, n, k = _dims(shape)
+    return {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}[which]
+
+
+def _striped(which: str, shape: str, kind: str):
+    rows, cols = _matrix_dims(which, shape)
+    unique = rows * cols // WARP
+    slots = 16 if kind == "f16" and which in ("a", "b") else unique
+    flat = (np.arange(slots)[None, :] % unique) * WARP + np.arange(WARP)[:, None]
+    return flat // cols, flat % cols
+
+
 def fragment_positions(which: str, shape: str, kind: str):
     """(row, col) of each element of a lane's fragment, as (32, count) arrays, elements in
     register order (e per register, lowest bits first)."""
+    if shape in ("m32n8k16", "m8n32k16"):
+        return _striped(which, shape, kind)
+    if shape == "m8n8k4":
+        return {"a": mma_shapes.a_layout(8, 1, 1), "b": mma_shapes.b_layout(1, 1)}.get(
+            which, mma_shapes.c_layout(8))
     m, n, k = _dims(shape)
     e = mma_shapes.PER_REG.get(kind, 1)
     if which == "a":
@@ -66,9 +94,12 @@ def fragment_positions(which: str, shape: str, kind: str):
     return rows, cols
 
 
+def per_register(kind: str) -> int:
+    return max(1, 4 // ELEMENT_BYTES[kind])
+
+
 def register_count(which: str, shape: str, kind: str) -> int:
-    count = fragment_positions(which, shape, kind)[0].shape[1]
-    return count // (2 if ELEMENT_BYTES[kind] == 2 else 1)
+    return fragment_positions(which, shape, kind)[0].shape[1] // per_register(kind)
 
 
 def leading_dimension(which: str, layout: str, shape: str) -> int:
@@ -107,23 +138,30 @@ def _element_addresses(C, which, layout, shape, kind, addr, stride, text):
 
 
 def wmma_load(C, space, which, layout, shape, kind, addr, stride, iid, text):
-    """The registers of the fragment (one uint32 array each; float32 for f32)."""
+    """The registers of the fragment (one array each: uint32, or float32 / int32 / float64
+    for f32 / s32 / f64)."""
     addrs = _element_addresses(C, which, layout, shape, kind, addr, stride, text)
     size = ELEMENT_BYTES[kind]
-    vals = [C.load_space(space, np.ascontiguousarray(addrs[:, i]), size, 1, iid, None)
+    vals = [np.asarray(C.load_space(space, np.ascontiguousarray(addrs[:, i]), size, 1, iid, None))
             for i in range(addrs.shape[1])]
-    if size == 4:
-        return [np.asarray(v, np.uint32).view(np.float32) if kind == "f32" else np.asarray(v, np.uint32)
-                for v in vals]
-    return [np.asarray(lo, np.uint32) | (np.asarray(hi, np.uint32) << 16)
-            for lo, hi in zip(vals[0::2], vals[1::2])]
+    if kind in ("f32", "s32", "f64"):
+        return [v.view({"f32": np.float32, "s32": np.int32, "f64": np.float64}[kind]) for v in vals]
+    per = per_register(kind)
+    out = []
+    for r in range(len(vals) // per):
+        word = np.zeros(C.n, np.uint32)
+        for j in range(per):
+            word |= vals[per * r + j].astype(np.uint32) << np.uint32(8 * size * j)
+        out.append(word)
+    return out
 
 
 def wmma_store(C, space, layout, shape, kind, addr, regs, stride, iid, text) -> None:
     addrs = _element_addresses(C, "d", layout, shape, kind, addr, stride, text)
     size = ELEMENT_BYTES[kind]
-    if size == 4:
-        vals = [np.broadcast_to(np.asarray(r, np.float32), (C.n,)).view(np.uint32) for r in regs]
+    if kind in ("f32", "s32", "f64"):
+        np_type = {"f32": np.float32, "s32": np.int32, "f64": np.float64}[kind]
+        vals = [np.broadcast_to(np.asarray(r, np_type), (C.n,)).view(mma_uint(size)) for r in regs]
     else:
         words = [np.broadcast_to(np.asarray(r, np.uint32), (C.n,)) for r in regs]
         vals = [(w >> np.uint32(16 * h)).astype(np.uint16) for w in words for h in (0, 1)]
@@ -131,18 +169,37 @@ def wmma_store(C, space, layout, shape, kind, addr, regs, stride, iid, text) -> 
         C.store_space(space, np.ascontiguousarray(addrs[:, i]), size, 1, np.ascontiguousarray(v), iid, None)
 
 
-def wmma_mma(C, shape, kinds, a, b, c, text):
-    """D = A B + C as two mma.m16n8kK, on the column halves 0-7 and 8-15."""
+def mma_uint(size: int):
+    return {4: np.uint32, 8: np.uint64}[size]
+
+
+def _matrices(vals, which, shape, kind, exact):
+    """Per-warp matrices (warps, rows, cols) from the lanes' elements (n, slots)."""
+    rows, cols = _matrix_dims(which, shape)
+    r, c = fragment_positions(which, shape, kind)
+    warps = vals.shape[0] // WARP
+    out = np.zeros((warps, rows * cols), exact)
+    out[:, (r * cols + c).reshape(-1)] = vals.reshape(warps, -1)     # duplicates: the same element
+    return out.reshape(warps, rows, cols)
+
+
+def wmma_mma(C, shape, kinds, a, b, c, opts, text):
+    """D = A B + C per warp, by mma's arithmetic; d's registers."""
     converged(C, "wmma.mma", text)
     atype, _, ctype = kinds
-    _, _, k = _dims(shape)
-    m16n8 = f"m16n8k{k}"
-    na, nb, nc = mma_shapes.register_counts(m16n8, atype, ctype)
-    out = []
-    for h in range(2):
-        out += mma_shapes.mma(C.n, m16n8, kinds, a[:na], b[h * nb:(h + 1) * nb],
-                              c[h * nc:(h + 1) * nc], {})
-    return out
+    n = C.n
+    exact = np.int64 if ctype == "s32" else np.float64
+    A = _matrices(mma_shapes.elements(a, atype, n), "a", shape, atype, exact)
+    B = _matrices(mma_shapes.elements(b, atype, n), "b", shape, atype, exact)
+    Cm = _matrices(mma_shapes.accumulator(c, ctype, n), "c", shape, ctype, exact)
+    D = mma_shapes.multiply(A, B, Cm, kinds, opts)
+    r, cc = fragment_positions("c", shape, ctype)
+    cols = _matrix_dims("c", shape)[1]
+    vals = np.take(D.reshape(D.shape[0], -1), (r * cols + cc).reshape(-1), axis=1).reshape(n, -1)
+    if ctype == "f16":
+        bits = vals.view(np.uint16).astype(np.uint32)
+        return [bits[:, 2 * i] | (bits[:, 2 * i + 1] << 16) for i in range(vals.shape[1] // 2)]
+    return [np.ascontiguousarray(vals[:, i]) for i in range(vals.shape[1])]
 
 
 def cvt_tf32(x):
@@ -160,12 +217,20 @@ provide(_wmma_load=wmma_load, _wmma_store=wmma_store, _wmma_mma=wmma_mma, _cvt_t
 
 # --- the emitters -----------------------------------------------------------------------
 
+def _refuse_sub_byte(ins, m: Mods) -> None:
+    if m.take(*SUB_BYTE) is not None:
+        raise unsupported(ins, "sub-byte wmma (.s4/.u4 m8n8k32, .b1 m8n8k128)")
+
+
 def _shape_and_kind(ins, m: Mods, kinds):
+    _refuse_sub_byte(ins, m)
     shape = m.take(*SHAPES)
     kind = m.take(*kinds)
-    if shape is None or kind is None or (kind != "f32" and kind not in SHAPES[shape]):
-        raise unsupported(ins, "shape or type (only .m16n16k16 with .f16/.bf16 and "
-                               ".m16n16k8 with .tf32, f32 or f16 accumulators)")
+    ok = shape is not None and kind is not None and (
+        kind in SHAPES[shape] or any(kind in ACCUMULATOR[t] for t in SHAPES[shape]))
+    if not ok:
+        raise unsupported(ins, "shape or type (m16n16k16, m32n8k16, m8n32k16 with .f16/.bf16/"
+                               ".s8/.u8; m16n16k8 with .tf32; m8n8k4 with .f64)")
     return shape, kind
 
 
@@ -184,13 +249,15 @@ def _access(g, ins, store: bool):
     form = [which, m.take("sync"), m.take("aligned")]
     layout = m.take("row", "col")
     space = take_space(ins, m, "global", "shared") or "generic"
-    shape, kind = _shape_and_kind(ins, m, ("f16", "bf16", "tf32", "f32"))
+    shape, kind = _shape_and_kind(ins, m, tuple(ELEMENT_BYTES))
     m.done()
     if None in form or layout is None:
         raise unsupported(ins, "form (wmma.load.{a,b,c} / wmma.store.d .sync.aligned.{row,col})")
     accumulator = which in ("c", "d")
-    if (kind not in ("f16", "f32")) if accumulator else kind == "f32":
-        raise PtxError(ins.line, f"wmma.{which} cannot be .{kind}: {ins.text}")
+    allowed = {x for t in SHAPES[shape] for x in ACCUMULATOR[t]} if accumulator else \
+        set(SHAPES[shape])
+    if kind not in allowed:
+        raise PtxError(ins.line, f"wmma.{which}.{shape} cannot be .{kind}: {ins.text}")
     if ins.guard is not None:
         raise unsupported(ins, "a predicated wmma")
     ops = ins.operands
@@ -224,26 +291,39 @@ def emit_wmma_store(g, ins):
            f"{stride}, {iid}, {ins.text!r})")
 
 
+def _mma_types(ins, m: Mods, shape: str):
+    """(dtype, atype, ctype) of wmma.mma: .dtype.ctype for f16, else .dtype.atype.btype.ctype."""
+    ts = [x for x in m.left if x in REG_TYPE]
+    for x in ts:
+        m.left.remove(x)
+    kinds = SHAPES[shape]
+    if len(ts) == 2 and "f16" in kinds and set(ts) <= {"f16", "f32"}:
+        if ts[0] != ts[1]:
+            raise unsupported(ins, "mixed f16/f32 accumulators")
+        return ts[0], "f16", ts[1]
+    if len(ts) == 4 and ts[1] == ts[2] and ts[1] in kinds and ts[1] != "f16" \
+            and ts[0] == ts[3] and ts[0] in ACCUMULATOR[ts[1]]:
+        return ts[0], ts[1], ts[3]
+    raise unsupported(ins, f"types for .{shape} (f16: .f16.f16 or .f32.f32; .f32.bf16.bf16.f32, "
+                           ".s32.s8.s8.s32, .s32.u8.u8.s32; .f32.tf32.tf32.f32 for m16n16k8; "
+                           ".f64.f64.f64.f64 for m8n8k4)")
+
+
 def emit_wmma_mma(g, ins):
     m = Mods(ins)
     form = [m.take("mma"), m.take("sync"), m.take("aligned"), m.take("row", "col"), m.take("row", "col")]
+    _refuse_sub_byte(ins, m)
     shape = m.take(*SHAPES)
-    ts = [x for x in m.left if x in ("f16", "f32", "bf16", "tf32")]
-    for x in ts:
-        m.left.remove(x)
-    m.done()
     if None in form or shape is None:
-        raise unsupported(ins, "form (wmma.mma.sync.aligned.{row,col}.{row,col} .m16n16k16 or .m16n16k8)")
-    if len(ts) == 2 and SHAPES[shape] == ("f16", "bf16") and set(ts) <= {"f16", "f32"}:
-        dtype, ctype = ts
-        atype = "f16"
-        if dtype != ctype:
-            raise unsupported(ins, "mixed f16/f32 accumulators")
-    elif len(ts) == 4 and ts[1] == ts[2] and ts[1] in SHAPES[shape] and ts[0] == ts[3] == "f32":
-        dtype, atype, _, ctype = ts
-    else:
-        raise unsupported(ins, "types (f16 with .f16.f16 or .f32.f32; .f32.bf16.bf16.f32 "
-                               "for m16n16k16; .f32.tf32.tf32.f32 for m16n16k8)")
+        raise unsupported(ins, "form (wmma.mma.sync.aligned.{row,col}.{row,col}.SHAPE)")
+    satfinite = m.take("satfinite") is not None
+    rnd = m.take("rn")                  # f64 only: the default (rz/rm/rp stay refused)
+    dtype, atype, ctype = _mma_types(ins, m, shape)
+    m.done()
+    if satfinite and atype not in ("s8", "u8"):
+        raise PtxError(ins.line, f".satfinite applies only to integer wmma: {ins.text}")
+    if rnd is not None and atype != "f64":
+        raise PtxError(ins.line, f"a rounding modifier applies only to .f64 wmma: {ins.text}")
     if ins.guard is not None:
         raise unsupported(ins, "a predicated wmma")
     d, a, b, c = operands(ins, 4)
@@ -251,12 +331,13 @@ def emit_wmma_mma(g, ins):
     d, c = _vector(ins, d, nc, "d"), _vector(ins, c, nc, "c")
     a = _vector(ins, a, register_count("a", shape, atype), "a")
     b = _vector(ins, b, register_count("b", shape, atype), "b")
-    av = ", ".join(g.read(ins, x, "u32") for x in a)
-    bv = ", ".join(g.read(ins, x, "u32") for x in b)
+    ab = "f64" if atype == "f64" else "u32"
+    av = ", ".join(g.read(ins, x, ab) for x in a)
+    bv = ", ".join(g.read(ins, x, ab) for x in b)
     cv = ", ".join(g.read(ins, x, REG_TYPE[ctype]) for x in c)
     tmp = g.fresh()
     g.emit(f"{tmp} = _wmma_mma(C, {shape!r}, {(atype, atype, ctype)!r}, [{av}], [{bv}], [{cv}], "
-           f"{ins.text!r})")
+           f"{ {'satfinite': satfinite}!r}, {ins.text!r})")
     for i, e in enumerate(d):
         g.write(ins, e, f"{tmp}[{i}]", REG_TYPE[dtype], None)
 

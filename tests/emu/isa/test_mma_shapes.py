@@ -1,4 +1,4 @@
-"""mma.sync for every shape and type the PTX ISA lists up to sm_90 (but m8n8k4 .f16): a
+"""mma.sync for every shape and type the PTX ISA lists up to sm_90 (m8n8k4 .f16: test_mma_m8n8k4.py): a
 handwritten PTX kernel loads each lane's a, b and c registers from memory, runs one mma and
 stores d. The registers are packed here, in numpy, from random matrices by the ISA's own
 formulas ("Matrix Fragments for mma.mMnNkK", written out below per shape as the ISA gives
@@ -241,7 +241,7 @@ def test_f64_m16n8_needs_sm_90(driver):
 
 
 @pytest.mark.parametrize("instr, counts, f64, ctype, match", [
-    ("mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32", (2, 2, 8), False, "f32", "m8n8k4"),
+    ("mma.sync.aligned.m16n8k16.col.row.f32.f16.f16.f32", (4, 2, 4), False, "f32", "layout"),
     ("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64", (4, 2, 4), True, "f64", "requires sm_90"),
     ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f16", (4, 2, 2), False, "f16", "dtype and .ctype"),
     ("mma.sync.aligned.m16n8k16.row.col.f32.tf32.tf32.f32", (4, 2, 4), False, "f32", "tf32"),
@@ -250,9 +250,10 @@ def test_f64_m16n8_needs_sm_90(driver):
     ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", (4, 2, 4), False, "f32", "e4m3"),
 ])
 def test_mma_refused_by_name(instr, counts, f64, ctype, match):
-    """What the emulator does not run is refused at load, naming it: m8n8k4 .f16 and the
-    8-bit floats (which an sm_90 GPU runs: not implemented here), .rz/.rm/.rp on f64, and
-    forms the PTX ISA does not have."""
+    """What the emulator does not run is refused at load, naming it: the 8-bit floats
+    (which an sm_90 GPU runs: not implemented here), .rz/.rm/.rp on f64, and forms ptxas
+    does not take (a .col A for m16n8k16; C and D of different types but m8n8k4's
+    .f32.f16.f16.f16)."""
     from lowlevel.emu.engine.decode import load_ptx
     from lowlevel.emu.ptx.errors import PtxError
     with pytest.raises(PtxError, match=match):
