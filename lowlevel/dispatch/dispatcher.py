@@ -129,16 +129,22 @@ def _bits_and_dtype(args) -> tuple[int, str | None]:
 
 
 # ---- running a call -------------------------------------------------------------------------------
+def _top_entry(op_name: str, bits: int):
+    """(the op's table, the entry of its highest acting key in `bits`); entry None when no
+    key acts (op None when nothing is registered for the op)."""
+    op = table.tables.get(op_name)
+    acting = bits & op.acting if op is not None else 0
+    return op, (op.entries[acting.bit_length() - 1] if acting else None)
+
+
 def _run(op_name: str, bits: int, args, kwargs):
     """One lookup: the highest acting key of the op's table in `bits`, then its entry."""
-    op = table.tables.get(op_name)
+    op, entry = _top_entry(op_name, bits)
     if op is None:
         raise NotImplementedForKey(f"no kernels are registered for op {op_name!r}")
-    acting = bits & op.acting
-    if not acting:
+    if entry is None:
         raise NotImplementedForKey(f"{op_name} has no kernel for any key in {KeySet(bits=bits)!r} "
                                    f"(dtype {dtype_of(args)})")
-    entry = op.entries[acting.bit_length() - 1]
     if entry.fallback is not None:
         return entry.fallback.fn(op_name, KeySet(bits=bits & (entry.key.bit - 1)), args, kwargs)
     dtype = dtype_of(args)
@@ -186,12 +192,8 @@ def resolve(op_name: str, keyset: KeySet, args):
     fn = _resolved.get((op_name, keyset.bits, dtype))
     if fn is not None:
         return fn
-    op = table.tables.get(op_name)
-    acting = keyset.bits & op.acting if op is not None else 0
-    if not acting:
-        return None
-    entry = op.entries[acting.bit_length() - 1]
-    kernel = None if entry.fallback is not None else entry.kernel_for(dtype)
+    _, entry = _top_entry(op_name, keyset.bits)
+    kernel = None if entry is None or entry.fallback is not None else entry.kernel_for(dtype)
     return None if kernel is None else kernel.fn
 
 

@@ -14,14 +14,12 @@ from ..cuda import current_stream, get_driver, memcpy_htod_async, memset_d8, mem
 from ..cuda.graph import is_current_stream_capturing, refuse_while_capturing
 from ..cuda.allocator import on_empty_cache
 from ..cuda.context import current_device_ordinal, on_reset
-from ..dispatch import call as dispatch_call
+from ..dispatch import call
 from . import dtypes as dt
-from .device import Device, device_guard, on_their_device
+from .device import Device, device_guard
 from .dtypes import DType, as_dtype
 from .shapes import contiguous_strides, shape_args
 from .tensor import Storage, Tensor
-
-call = on_their_device(dispatch_call)     # CUDA work (fill) on its tensor's device
 
 
 def _leaf(t: Tensor, requires_grad: bool) -> Tensor:

@@ -133,22 +133,26 @@ def _event(ctx: Context, handle: int) -> Event:
     return lookup_handle(ctx.events, handle, "event")
 
 
+def _of_any_context(ctx: Context, handle: int, table: str):
+    """What `handle` names in the `table` ("streams" or "events") of any live context, the
+    current one first: a handle names its object whichever context is current (a thread
+    may wait for, query, or wait on a stream or event of another device, as with a GPU);
+    None if no context has it."""
+    for other in (ctx, *(c for c in live_contexts() if c is not ctx)):
+        found = getattr(other, table).get(handle)
+        if found is not None:
+            return found
+    return None
+
+
 def _stream_of_any_context(ctx: Context, handle: int):
-    """A stream handle names its stream whichever context is current (a thread may wait
-    for, or query, a stream of another device, as with a GPU); the legacy handles name the
-    current context's legacy stream."""
-    for other in (c for c in live_contexts() if c is not ctx):
-        if handle in other.streams:
-            return other.streams[handle]
-    return ctx.stream(handle)           # CUDA_ERROR_INVALID_HANDLE if no context has it
+    """The stream `handle` names; the legacy handles name the current context's legacy stream."""
+    return _of_any_context(ctx, handle, "streams") or ctx.stream(handle)   # INVALID_HANDLE if none
 
 
 def _event_of_any_context(ctx: Context, handle: int) -> Event:
     """cuStreamWaitEvent's event "may be from a different context or device than stream"."""
-    for other in (ctx, *(c for c in live_contexts() if c is not ctx)):
-        if handle in other.events:
-            return other.events[handle]
-    return _event(ctx, handle)          # CUDA_ERROR_INVALID_HANDLE
+    return _of_any_context(ctx, handle, "events") or _event(ctx, handle)   # INVALID_HANDLE if none
 
 
 def _uncaptured(event: Event, call: str) -> Event:

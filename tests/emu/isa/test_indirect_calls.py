@@ -7,37 +7,12 @@ import numpy as np
 import pytest
 from helpers.cuda_c import nvrtc_ptx
 from helpers.emu_engine import HEADER, Buf, launch
+from helpers.function_pointers import FUNCTION_POINTERS as POINTERS
 from lowlevel.emu.engine.decode import load_ptx
 from lowlevel.emu.engine.faults import KernelFault
 from lowlevel.emu.ptx.errors import PtxError
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-
-POINTERS = r"""
-typedef float (*op_t)(float, float);
-__device__ __noinline__ float addf(float a, float b) { return a + b; }
-__device__ __noinline__ float mulf(float a, float b) { return a * b; }
-__device__ __noinline__ float subf(float a, float b) { return a - b; }
-__device__ op_t table[3] = {addf, mulf, subf};
-struct Shape { virtual __device__ float area(float s) const = 0; };
-struct Square : Shape { __device__ float area(float s) const override { return s * s; } };
-struct Half : Shape { __device__ float area(float s) const override { return 0.5f * s * s; } };
-extern "C" __global__ void from_table(const float* a, const float* b, const int* which, float* out) {
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-    out[t] = table[which[t]](a[t], b[t]);
-}
-extern "C" __global__ void chosen(const float* a, const float* b, const int* which, float* out) {
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-    op_t f = which[t] == 0 ? addf : (which[t] == 1 ? mulf : subf);
-    out[t] = f(a[t], b[t]);
-}
-extern "C" __global__ void virtual_call(const float* a, const int* which, float* out) {
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-    Square sq; Half half;
-    const Shape* s = which[t] & 1 ? (const Shape*)&sq : (const Shape*)&half;
-    out[t] = s->area(a[t]);
-}
-"""
 
 
 @pytest.mark.parametrize("options", [(), ("-G",)], ids=["nvrtc", "nvrtc-G"])
