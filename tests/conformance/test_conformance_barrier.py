@@ -8,6 +8,14 @@ import numpy as np
 
 from conformance_support import download, poisoned_device, upload
 
+# The clang build's documented limits (clang_support.py): {label: why clang cannot build it}
+CLANG_CANNOT = {
+    "cuda_barrier": "a __shared__ cuda::barrier or cuda::pipeline_shared_state has a non-empty "
+                    "constructor; nvcc accepts such a declaration with a warning "
+                    "(static_var_with_dynamic_init) and runs no constructor, an NVCC extension; "
+                    "clang rejects it (initialization is not supported for __shared__ variables)",
+}
+
 BARRIER = r"""
 #include <cuda/barrier>
 #include <cuda/pipeline>
