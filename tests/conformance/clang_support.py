@@ -193,7 +193,8 @@ def _command(clang: str, fix_headers: bool) -> list:
 def _precompiled_wrapper(clang: str) -> tuple:
     """-include-pch of clang's CUDA runtime wrapper and the CUDA headers it includes, built
     once: parsing them is most of each compile (0.6 s of CPU for an empty kernel, 0.15 s
-    with it). Made with the options of each compile, as a precompiled header must be."""
+    with it). Made with the options of each compile, as a precompiled header must be; where
+    it cannot be made, the compiles go on without it (slower, the same PTX)."""
     root = pathlib.Path(_cuda_view().path)
     (root / "empty.h").write_text("")
     run = subprocess.run([*_command(clang, True), "-Xclang", "-emit-pch", str(root / "empty.h"),
