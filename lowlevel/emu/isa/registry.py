@@ -22,7 +22,8 @@ ANY = ""
 CARRY = "cc"
 SYMBOL = "symbol"
 TYPE_FAMILIES = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16",
-                 "s16x2": "i16x2", "u16x2": "i16x2", "tf32": "tf32"}
+                 "s16x2": "i16x2", "u16x2": "i16x2", "tf32": "tf32",
+                 "e4m3x2": "f8", "e5m2x2": "f8"}
 
 EMITTERS: dict[tuple[str, str], Callable] = {}
 RUNTIME: dict[str, object] = {}
@@ -57,7 +58,9 @@ def special_register(name: str, reader: Callable) -> None:
 
 def forms_of(ins: Instruction) -> list[str]:
     """The forms `ins` has, most specific first, ANY last."""
-    forms = [TYPE_FAMILIES[m] for m in ins.mods if m in TYPE_FAMILIES][:1]
+    families = [TYPE_FAMILIES[m] for m in ins.mods if m in TYPE_FAMILIES]
+    # an 8-bit float pair decides wherever it stands (cvt.rn.f16x2.e4m3x2 is lowfloat.py's)
+    forms = ["f8"] if "f8" in families else families[:1]
     if "cc" in ins.mods:
         forms.append(CARRY)
     if len(ins.operands) == 2 and isinstance(ins.operands[1], Sym):
