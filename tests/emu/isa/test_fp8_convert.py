@@ -10,32 +10,14 @@ import math
 import numpy as np
 import pytest
 
+from helpers.fp8 import code_values
 from helpers.memory import download, poisoned, upload
 from lowlevel import cuda
 
-FORMATS = {"e4m3": (4, 3, 7), "e5m2": (5, 2, 15)}
 BLOCK = 128
 
 
 # --- the references ---------------------------------------------------------------------
-
-def code_values(kind):
-    """The value of each code 0..255 (float64; NaN for the NaN codes), by ldexp."""
-    ebits, mbits, bias = FORMATS[kind]
-    out = []
-    for code in range(256):
-        sign = -1.0 if code & 0x80 else 1.0
-        e, m = (code >> mbits) & ((1 << ebits) - 1), code & ((1 << mbits) - 1)
-        if kind == "e4m3" and e == 15 and m == 7:
-            out.append(math.nan)
-        elif kind == "e5m2" and e == 31:
-            out.append(sign * math.inf if m == 0 else math.nan)
-        elif e == 0:
-            out.append(sign * math.ldexp(m, 1 - bias - mbits))
-        else:
-            out.append(sign * math.ldexp((1 << mbits) + m, e - bias - mbits))
-    return np.array(out)
-
 
 def encode_reference(x, kind, relu):
     """Nearest finite code (ties to the even code), .satfinite, NaN -> 0x7F."""
@@ -57,7 +39,7 @@ def encode_reference(x, kind, relu):
         elif pos[j] == a or j == 0:
             code = finite[j]
         else:
-            lo, hi = pos[j - 1] , pos[j]
+            lo, hi = pos[j - 1], pos[j]
             if a - lo < hi - a:
                 code = finite[j - 1]
             elif hi - a < a - lo:
@@ -189,7 +171,9 @@ TF32_MAX = float.fromhex("0x1.ffcp127")            # (2 - 2^-10) 2^127
 def tf32_reference(x, mode, relu, satfinite):
     """The tf32 result's value for each float32 x (NaN for NaN), from multiples of its ulp."""
     out = []
-    for v in np.asarray(x, np.float64):
+    with np.errstate(invalid="ignore"):         # signalling NaNs among the inputs
+        x = np.asarray(x, np.float64)
+    for v in x:
         if math.isnan(v) or math.isinf(v):
             r = TF32_MAX * math.copysign(1, v) if satfinite and math.isinf(v) else v
         else:
