@@ -204,27 +204,54 @@ def _to_dtype(D, ctype: str, satfinite: bool):
         return D.astype({"f32": np.float32, "f16": np.float16, "f64": np.float64}[ctype])
 
 
+def round_to(D, ctype: str, satfinite: bool):
+    """Exact (float64 / int64) sums to the C/D type: rounded once, wrapped or clamped."""
+    return _to_dtype(D, ctype, satfinite)
+
+
 def multiply(A, B, Cm, kinds, opts):
     """D = A B + C on exact (float64 / int64) matrices, rounded once to the C/D type: the
     arithmetic of mma, for wmma too."""
     return _to_dtype(_product(A, B, Cm, kinds, opts), kinds[2], bool(opts.get("satfinite")))
 
 
-def mma(n: int, shape: str, kinds, a_regs, b_regs, c_regs, opts):
-    """D = A B + C for every warp of `n` threads; returns d's registers (one array each):
-    float32 / float64 / int32 values, or for f16 accumulators uint32 pairs."""
-    m, nn, k = dims(shape)
-    atype, btype, ctype = kinds
-    e = PER_REG[atype]
-    floating = ctype != "s32"
-    dtype = np.float64 if floating else np.int64
-    A = _gather(elements(a_regs, atype, n), _order(a_layout, (m, e, len(a_regs)), k), (m, k), dtype)
-    B = _gather(elements(b_regs, btype, n), _order(b_layout, (e, len(b_regs)), nn), (k, nn), dtype)
-    Cm = _gather(accumulator(c_regs, ctype, n), _order(c_layout, (m,), nn), (m, nn), dtype)
-    D = _to_dtype(_product(A, B, Cm, kinds, opts), ctype, bool(opts.get("satfinite")))
+def exact_dtype(ctype: str):
+    return np.int64 if ctype == "s32" else np.float64
+
+
+def a_matrix(regs, atype: str, n: int, m: int, k: int, dtype):
+    """Every warp's m x k A (warps, m, k) from its fragments."""
+    order = _order(a_layout, (m, PER_REG[atype], len(regs)), k)
+    return _gather(elements(regs, atype, n), order, (m, k), dtype)
+
+
+def b_matrix(regs, btype: str, n: int, k: int, nn: int, dtype):
+    """Every warp's k x n B (warps, k, n) from its fragments."""
+    return _gather(elements(regs, btype, n), _order(b_layout, (PER_REG[btype], len(regs)), nn), (k, nn), dtype)
+
+
+def c_matrix(regs, ctype: str, n: int, m: int, nn: int, dtype):
+    """Every warp's m x n C (warps, m, n) from its fragments."""
+    return _gather(accumulator(regs, ctype, n), _order(c_layout, (m,), nn), (m, nn), dtype)
+
+
+def d_registers(D, ctype: str, n: int, m: int, nn: int):
+    """The registers of d (one array each) holding D (warps, m, n): float32 / float64 /
+    int32 values, or for f16 accumulators uint32 pairs."""
     rows, cols = c_layout(m)
     vals = np.take(D.reshape(D.shape[0], -1), (rows * nn + cols).reshape(-1), axis=1).reshape(n, -1)
     if ctype == "f16":
         bits = vals.view(np.uint16).astype(np.uint32)
         return [bits[:, 2 * r] | (bits[:, 2 * r + 1] << 16) for r in range(vals.shape[1] // 2)]
     return [np.ascontiguousarray(vals[:, i]) for i in range(vals.shape[1])]
+
+
+def mma(n: int, shape: str, kinds, a_regs, b_regs, c_regs, opts):
+    """D = A B + C for every warp of `n` threads; returns d's registers (see d_registers)."""
+    m, nn, k = dims(shape)
+    atype, btype, ctype = kinds
+    dtype = exact_dtype(ctype)
+    A = a_matrix(a_regs, atype, n, m, k, dtype)
+    B = b_matrix(b_regs, btype, n, k, nn, dtype)
+    Cm = c_matrix(c_regs, ctype, n, m, nn, dtype)
+    return d_registers(multiply(A, B, Cm, kinds, opts), ctype, n, m, nn)
