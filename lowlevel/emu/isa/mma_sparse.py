@@ -22,10 +22,12 @@ the lower bits): 4 bits a chunk, 16 bits (4 chunks) a row. In each quad (lanes 4
 the selected thread(s) give rows g (bits 0-15) and g+8 (bits 16-31): with one thread per
 quad (selector f = its threadID_in_group) all of each row; with two (threads 2f and 2f+1)
 the first the first 4 chunks of the rows, the second the next 4; with four (f = 0), thread
-j chunks 4j..4j+3. Other threads' e is not read. The pairs must be increasing (ptxas's
-::ordered_metadata rule; the PTX ISA leaves any other pair undefined for mma.sp too): a
-launch with another pair fails, naming the lane, the row and the chunk, rather than
-compute something a GPU would not. tf32 takes only 0b0100 and 0b1110 (element 0 or 1).
+j chunks 4j..4j+3 (the pair case is what XLA's and Triton's sparse dot lowering reads; the
+ISA's text says which threads, its figures which bits). Other threads' e is not read. The
+PTX ISA ("Sparse matrix storage") leaves a pair of equal indices undefined, and with
+::ordered_metadata any pair that is not increasing; tf32 takes only 0b0100 and 0b1110
+(element 0 or 1): a launch with another pair fails, naming the lane, the row and the
+chunk, rather than compute something a GPU might not.
 
 Arithmetic as mma_shapes.py's: the products of the kept elements (only those: a zero that
 was never stored does not make 0 x inf a NaN) summed exactly in float64 / int64 with C,
@@ -65,14 +67,18 @@ def chunk_indices(meta, warps: int, chunks: int, threads: int, selector: int):
     return (w >> shift) & np.uint32(3), (w >> (shift + np.uint32(2))) & np.uint32(3), lane
 
 
-def _check_pairs(i0, i1, lanes, family: str, text: str) -> None:
-    bad = i0 >= i1
+def _check_pairs(i0, i1, lanes, family: str, ordered: bool, text: str) -> None:
+    """The PTX ISA leaves other index pairs undefined: fail the launch rather than invent."""
     if family == "tf32":
-        bad |= (i0 % 2 != 0) | (i1 != i0 + 1)
+        bad = (i0 % 2 != 0) | (i1 != i0 + 1)
+        want = "0b0100 or 0b1110"
+    elif ordered:
+        bad, want = i0 >= i1, "two increasing indices (::ordered_metadata)"
+    else:
+        bad, want = i0 == i1, "two different indices"
     if bad.any():
         w, r, c = (int(x[0]) for x in np.nonzero(bad))
         nibble = int(i0[w, r, c] | (i1[w, r, c] << 2))
-        want = "0b0100 or 0b1110" if family == "tf32" else "two increasing indices"
         raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
                           f"mma.sp: the metadata of row {r}, chunk {c} (lane {int(lanes[r, c])} of warp "
                           f"{w}) is {nibble:#06b}, not {want}; the PTX ISA leaves the result "
@@ -102,7 +108,7 @@ def mma_sp(C, shape, kinds, a_regs, b_regs, c_regs, meta, selector, opts, text):
     unit_bits = 16 if family in ("f16", "bf16", "tf32") else 8
     chunks = k * (32 // mma_shapes.PER_REG[atype]) // unit_bits // 4
     i0, i1, lanes = chunk_indices(meta, warps, chunks, FORMS[(shape, family)], selector)
-    _check_pairs(i0, i1, lanes, family, text)
+    _check_pairs(i0, i1, lanes, family, opts["ordered"], text)
     Ac = mma_shapes.a_matrix(a_regs, atype, C.n, m, k // 2, dtype)
     B = mma_shapes.b_matrix(b_regs, btype, C.n, k, nn, dtype)
     Cm = mma_shapes.c_matrix(c_regs, ctype, C.n, m, nn, dtype)
@@ -206,7 +212,7 @@ def emit_mma_sp(g, ins):
     av = ", ".join(g.read(ins, x, "u32") for x in a)
     bv = ", ".join(g.read(ins, x, "u32") for x in b)
     cv = ", ".join(g.read(ins, x, REG_TYPE[ctype]) for x in c)
-    opts = {"satfinite": satfinite}
+    opts = {"satfinite": satfinite, "ordered": kind != "sp"}
     tmp = g.fresh()
     g.emit(f"{tmp} = _mma_sp(C, {shape!r}, {(atype, btype, ctype)!r}, [{av}], [{bv}], [{cv}], "
            f"{g.read(ins, e, 'u32')}, {selector}, {opts!r}, {ins.text!r})")

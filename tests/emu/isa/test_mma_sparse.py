@@ -72,8 +72,10 @@ def random_values(rng, kind, shape):
     return v.astype(np.int64), (v % (1 << bits)).astype(np.uint64)
 
 
-def sparse_a(rng, atype, m, k):
-    """(full A values (WARPS, m, k), compressed bits (WARPS, m, k/2), pairs (WARPS, m, chunks, 2))."""
+def sparse_a(rng, atype, m, k, ordered=True):
+    """(full A values (WARPS, m, k), compressed bits (WARPS, m, k/2), pairs (WARPS, m, chunks, 2));
+    without ::ordered_metadata half the pairs come reversed (the ISA leaves only equal
+    indices undefined there)."""
     width = BITS[atype]
     unit = 16 if width >= 16 else 8                 # metadata indexes 16- or 8-bit units
     chunks = k * width // unit // 4
@@ -81,6 +83,9 @@ def sparse_a(rng, atype, m, k):
         pairs = np.array([(0, 1), (2, 3)])[rng.integers(0, 2, (WARPS, m, chunks))]
     else:
         pairs = np.array(PAIRS)[rng.integers(0, 6, (WARPS, m, chunks))]
+        if not ordered:
+            flip = rng.integers(0, 2, (WARPS, m, chunks)).astype(bool)
+            pairs[flip] = pairs[flip][:, ::-1]
     vals, bits = random_values(rng, atype, (WARPS, m, k // 2))
     full = np.zeros((WARPS, m, k), vals.dtype)
     per_unit = unit // width if width < unit else 1      # elements in a unit (4-bit: 2)
@@ -191,10 +196,10 @@ def matrix_of(regs, ctype):
     return out
 
 
-def operands_for(rng, shape, atype, btype, ctype, selector, saturate):
+def operands_for(rng, shape, atype, btype, ctype, selector, saturate, ordered=True):
     m, n, k = dims(shape)
     width = BITS[atype]
-    full, abits, pairs = sparse_a(rng, atype, m, k)
+    full, abits, pairs = sparse_a(rng, atype, m, k, ordered)
     b, bbits = random_values(rng, btype, (WARPS, k, n))
     ra = pack(abits, width, A_POS[(shape, width)], m * (k // 2) // 32)
     rb = pack(bbits, width, B_POS[width], k * n // 32)
@@ -216,7 +221,8 @@ def test_mma_sp(driver, rng, case):
     target = "sm_89" if f8 else "sm_80"
     if driver.runs_sass and cuda.Device(0).compute_capability < ((8, 9) if f8 else (8, 0)):
         pytest.skip(f"needs {target}")
-    full, b, c, ra, rb, rc, e = operands_for(rng, shape, atype, btype, ctype, selector, ".satfinite" in mods)
+    full, b, c, ra, rb, rc, e = operands_for(rng, shape, atype, btype, ctype, selector, ".satfinite" in mods,
+                                             variant != "sp")
     instr = f"mma.{variant}.sync.aligned.{shape}.row.col{mods}.{ctype}.{atype}.{btype}.{ctype}"
     ptx = kernel(instr, ra.shape[1], rb.shape[1], rc.shape[1], ctype, selector, target, "8.5")
     got = matrix_of(launch(ptx, ra, rb, rc, e), ctype)
@@ -232,16 +238,21 @@ def test_mma_sp(driver, rng, case):
     assert (np.abs(got - want) <= bound).all(), np.abs(got - want).max()
 
 
-@pytest.mark.parametrize("nibble", [0b0000, 0b0110, 0b0111])
-def test_mma_sp_bad_metadata_faults(driver, rng, nibble):
-    """A pair that is not two increasing indices (equal, or decreasing) is undefined in the
-    PTX ISA: the emulated launch fails, naming the row and chunk, instead of inventing a
-    result (a real GPU computes something; the check runs on the emulator only)."""
+@pytest.mark.parametrize("variant, atype, nibble", [
+    ("sp::ordered_metadata", "f16", 0b0110), ("sp::ordered_metadata", "f16", 0b0000),
+    ("sp", "f16", 0b0101), ("sp", "f16", 0b1111), ("sp", "tf32", 0b1000), ("sp::ordered_metadata", "tf32", 0b0001),
+])
+def test_mma_sp_bad_metadata_faults(driver, rng, variant, atype, nibble):
+    """Index pairs the PTX ISA leaves undefined (equal indices; with ::ordered_metadata any
+    pair not increasing; for tf32 anything but 0b0100 and 0b1110): the emulated launch
+    fails, naming the row and chunk, instead of inventing a result (a real GPU computes
+    something; the check runs on the emulator only)."""
     if driver.runs_sass:
         pytest.skip("undefined behaviour on a GPU")
-    full, b, c, ra, rb, rc, e = operands_for(rng, "m16n8k16", "f16", "f16", "f32", 0, False)
+    shape = "m16n8k16" if atype == "f16" else "m16n8k8"
+    full, b, c, ra, rb, rc, e = operands_for(rng, shape, atype, atype, "f32", 0, False)
     e[4] = (e[4] & ~np.uint32(0xF0)) | np.uint32(nibble << 4)       # lane 4 (row 1), chunk 1
-    ptx = kernel("mma.sp::ordered_metadata.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 2, 2, 4, "f32", 0,
+    ptx = kernel(f"mma.{variant}.sync.aligned.{shape}.row.col.f32.{atype}.{atype}.f32", 2, 2, 4, "f32", 0,
                  "sm_80", "8.5")
     with pytest.raises(cuda.CudaError, match="row 1, chunk 1"):
         launch(ptx, ra, rb, rc, e)
