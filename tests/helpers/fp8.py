@@ -34,3 +34,34 @@ def random_codes(rng, kind, shape, largest=8.0):
     pick = np.flatnonzero(np.isfinite(vals) & (np.abs(vals) <= largest))
     codes = rng.choice(pick, shape)
     return vals[codes], codes.astype(np.uint64)
+
+
+def encode_reference(x, kind, relu):
+    """Nearest finite code (ties to the even code), .satfinite, NaN -> 0x7F."""
+    vals = code_values(kind)[:128]
+    finite = np.flatnonzero(np.isfinite(vals))              # codes 0.. in increasing value
+    pos = vals[finite]
+    x = np.asarray(x, np.float64)
+    out = np.empty(x.shape, np.int64)
+    for i, v in enumerate(x.flat):
+        if math.isnan(v):
+            out.flat[i] = 0x7F
+            continue
+        if relu and v < 0:
+            v = 0.0
+        a = abs(v)
+        j = int(np.searchsorted(pos, a))
+        if j >= len(pos):
+            code = finite[-1]                                # beyond the largest: saturate
+        elif pos[j] == a or j == 0:
+            code = finite[j]
+        else:
+            lo, hi = pos[j - 1], pos[j]
+            if a - lo < hi - a:
+                code = finite[j - 1]
+            elif hi - a < a - lo:
+                code = finite[j]
+            else:
+                code = finite[j - 1] if finite[j - 1] % 2 == 0 else finite[j]
+        out.flat[i] = code | (0x80 if math.copysign(1.0, v) < 0 else 0)
+    return out

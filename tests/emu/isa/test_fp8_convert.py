@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from helpers.fp8 import code_values
+from helpers.fp8 import code_values, encode_reference
 from helpers.memory import download, poisoned, upload
 from lowlevel import cuda
 
@@ -18,37 +18,6 @@ BLOCK = 128
 
 
 # --- the references ---------------------------------------------------------------------
-
-def encode_reference(x, kind, relu):
-    """Nearest finite code (ties to the even code), .satfinite, NaN -> 0x7F."""
-    vals = code_values(kind)[:128]
-    finite = np.flatnonzero(np.isfinite(vals))              # codes 0.. in increasing value
-    pos = vals[finite]
-    x = np.asarray(x, np.float64)
-    out = np.empty(x.shape, np.int64)
-    for i, v in enumerate(x.flat):
-        if math.isnan(v):
-            out.flat[i] = 0x7F
-            continue
-        if relu and v < 0:
-            v = 0.0
-        a = abs(v)
-        j = int(np.searchsorted(pos, a))
-        if j >= len(pos):
-            code = finite[-1]                                # beyond the largest: saturate
-        elif pos[j] == a or j == 0:
-            code = finite[j]
-        else:
-            lo, hi = pos[j - 1], pos[j]
-            if a - lo < hi - a:
-                code = finite[j - 1]
-            elif hi - a < a - lo:
-                code = finite[j]
-            else:
-                code = finite[j - 1] if finite[j - 1] % 2 == 0 else finite[j]
-        out.flat[i] = code | (0x80 if math.copysign(1.0, v) < 0 else 0)
-    return out
-
 
 def f16_bits_reference(v, relu):
     v = np.where(relu & (v < 0), 0.0, v)
