@@ -164,6 +164,15 @@ def _register(g, ins, op, types: tuple, what: str):
     return op
 
 
+def _f32_source(g, ins, op, what: str):
+    """An .f32 operand: an .f32 or .b32 register, or a float immediate (as ptxas takes)."""
+    if isinstance(op, Imm):
+        if not op.is_float:
+            raise PtxError(ins.line, f"cvt: {what} must be an .f32 operand, not an integer: {ins.text}")
+        return g.read(ins, op, "f32")
+    return g.read(ins, _register(g, ins, op, ("f32", "b32"), what), "f32")
+
+
 def emit_cvt_f8(g, ins):
     m = Mods(ins)
     rnd = m.take("rn", "rna", "rz", "rm", "rp")
@@ -193,7 +202,8 @@ def emit_cvt_f8(g, ins):
         kind = dt[:4]
         if st == "f32":
             d, a, b = operands(ins, 3)
-            expr = f"_f8x2_from_f32({g.read(ins, a, 'f32')}, {g.read(ins, b, 'f32')}, {kind!r}, {relu})"
+            expr = (f"_f8x2_from_f32({_f32_source(g, ins, a, 'a')}, {_f32_source(g, ins, b, 'b')}, "
+                    f"{kind!r}, {relu})")
         elif st == "f16x2":
             d, a = operands(ins, 2)
             expr = f"_f8x2_from_f16x2({g.read(ins, _register(g, ins, a, PAIR32, 'a'), 'u32')}, {kind!r}, {relu})"
@@ -233,9 +243,7 @@ def emit_cvt_tf32(g, ins):
             raise PtxError(ins.line, f".satfinite on cvt.{mode}.tf32.f32 requires .target sm_100 "
                                      f"or higher: {ins.text}")
     d, a = operands(ins, 2)
-    if isinstance(a, Imm) and not a.is_float:
-        raise PtxError(ins.line, f"cvt.tf32.f32 takes an .f32 source: {ins.text}")
-    expr = f"_tf32_from_f32({g.read(ins, a, 'f32')}, {mode!r}, {relu}, {satfinite})"
+    expr = f"_tf32_from_f32({_f32_source(g, ins, a, 'a')}, {mode!r}, {relu}, {satfinite})"
     g.write(ins, _register(g, ins, d, ('b32',), "d"), expr, "u32", g.guard(ins))
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from helpers.fp8 import code_values, encode_reference
 from helpers.memory import download, poisoned, upload
+from helpers.ptxas import ptxas_refusal
 from lowlevel import cuda
 
 BLOCK = 128
@@ -203,6 +204,9 @@ def test_tf32(driver, rng, form):
     ("cvt.rn.satfinite.tf32.f32 %r12, %f1;", "sm_90", "8.0", "sm_100"),
     ("cvt.rna.relu.tf32.f32 %r12, %f1;", "sm_90", "8.0", "relu"),
     ("cvt.rna.tf32.f32 %f3, %f1;", "sm_90", "8.0", "b32"),
+    ("cvt.rna.tf32.f32 %r12, %h1;", "sm_90", "8.0", "f32"),
+    ("cvt.rn.satfinite.e4m3x2.f32 %h2, %f1, %rd1;", "sm_90", "8.0", "b32"),
+    ("cvt.rn.satfinite.e4m3x2.f32 %h2, %f1, 1;", "sm_90", "8.0", "integer"),
     ("cvt.rm.tf32.f32 %r12, %f1;", "sm_90", "8.0", "cvt.rm.tf32.f32"),
 ])
 def test_refused_as_ptxas_refuses(body, target, version, match):
@@ -210,6 +214,8 @@ def test_refused_as_ptxas_refuses(body, target, version, match):
     naming the instruction and the rule."""
     from lowlevel.emu.engine.decode import load_ptx
     from lowlevel.emu.ptx.errors import PtxError
+    ptx = kernel(body + " mov.b32 %r12, 0;", target=target, version=version)
     with pytest.raises(PtxError, match=match) as e:
-        load_ptx(kernel(body + " mov.b32 %r12, 0;", target=target, version=version))
+        load_ptx(ptx)
     assert body.split()[0] in str(e.value)
+    assert ptxas_refusal(ptx) != "", "ptxas assembles it"

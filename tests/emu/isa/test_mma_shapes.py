@@ -12,6 +12,7 @@ import pytest
 
 from helpers.fp8 import random_codes
 from helpers.memory import download, poisoned, upload
+from helpers.ptxas import ptxas_refusal
 from lowlevel import cuda
 
 WARPS = 2
@@ -285,5 +286,7 @@ def test_mma_f8_refused_as_ptxas_refuses(instr, counts, ctype, version, match):
     older PTX versions, .satfinite, a mix with integers, shapes other than m16n8k16/k32."""
     from lowlevel.emu.engine.decode import load_ptx
     from lowlevel.emu.ptx.errors import PtxError
+    ptx = mma_ptx(instr, *counts, False, ctype, "sm_90", version)
     with pytest.raises(PtxError, match=match):
-        load_ptx(mma_ptx(instr, *counts, False, ctype, "sm_90", version))
+        load_ptx(ptx)
+    assert ptxas_refusal(ptx) != "", "ptxas assembles it"

@@ -14,6 +14,7 @@ import pytest
 
 from helpers.fp8 import random_codes
 from helpers.memory import download, poisoned, upload
+from helpers.ptxas import ptxas_refusal
 from lowlevel import cuda
 
 WARPS = 2
@@ -280,5 +281,12 @@ def test_mma_sp_refused(instr, counts, ctype, selector, target, version, match):
     leaves undefined: refused as what the emulator does not run."""
     from lowlevel.emu.engine.decode import load_ptx
     from lowlevel.emu.ptx.errors import PtxError
-    with pytest.raises(PtxError, match=match):
-        load_ptx(kernel(instr, *counts, ctype, selector, target, version))
+    ptx = kernel(instr, *counts, ctype, selector, target, version)
+    with pytest.raises(PtxError, match=match) as e:
+        load_ptx(ptx)
+    verdict = ptxas_refusal(ptx)
+    if match == "selector 2":           # valid PTX, undefined result: what the emulator does not run
+        assert "not supported by the emulator" in str(e.value)
+        assert verdict in ("", None), verdict
+    else:
+        assert verdict != "", "ptxas assembles it"
