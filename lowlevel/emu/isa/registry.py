@@ -7,10 +7,10 @@
 
 An emitter registers for an opcode and a form: ANY takes every instruction of that opcode;
 a type family ("f16", "bf16": the half types and their pairs) takes the instructions of
-that type; CARRY (`.cc`), SYMBOL (`mov d, variable`) and SPARSE (`mma.sp`) take those forms. `lookup` tries
-the instruction's own forms first, then ANY. Every key is registered once (a second
-registration is an error), so nothing depends on the order the families are imported in
-and no emitter wraps another.
+that type; CARRY (`.cc`), SYMBOL (`mov d, variable`) and SPARSE (`mma.sp`) take those
+forms. `lookup` tries the instruction's own forms first, then ANY. Every key is registered
+once (a second registration is an error), so nothing depends on the order the families are
+imported in and no emitter wraps another.
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""WMMA, as NVRTC and nvcc emit it for nvcuda::wmma (cvt.rna.tf32.f32, which tf32 code uses with it, is lowfloat.py's).
+"""WMMA, as NVRTC and nvcc emit it for nvcuda::wmma (cvt.rna.tf32.f32, which tf32 code
+uses with it, is lowfloat.py's).
 
     wmma.load.{a,b,c}.sync.aligned.{row,col}.SHAPE{.global,.shared}.TYPE r, [p]{, stride};
     wmma.mma.sync.aligned.{row,col}.{row,col}.SHAPE.DTYPE{.ATYPE.BTYPE}.CTYPE d, a, b, c;
