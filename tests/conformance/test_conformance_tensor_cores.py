@@ -10,12 +10,22 @@ against numpy float64 / int64 on random inputs, outputs poisoned.
 - nvcuda::wmma's other shapes and types (WMMA_MORE, one module): m32n8k16 and m8n32k16
   with f16 (f32 and f16 accumulators) and bf16, s8/u8 with int accumulators (m16n16k16,
   m32n8k16, m8n32k16), f64 m8n8k4; two k steps, two warps.
+- sparse mma (in INLINE): mma.sp m16n8k32 f16 with a 2:4 A pruned in the kernel, which
+  builds the metadata of its thread pair (the other pair's is zeros, not read).
+- the 8-bit floats (FP8, sm_90 builds: the same six, for sm_90 / compute_90): cuda_fp8.h's
+  conversions (cvt.rn.satfinite.e4m3x2.f32 / .e5m2x2, cvt.rn.f16x2.e4m3x2) quantize A and
+  B in the kernel, then mma m16n8k32 .e4m3.e5m2 with f32 accumulators.
 Float bounds are proportionate to K: a tensor core's sums keep fewer bits than float64.
 """
+import functools
+
 import numpy as np
 import pytest
 
-from conformance_support import download, poisoned_device, upload
+from conformance_support import BUILDS, download, poisoned_device, upload
+from helpers.cuda_c import load_compiled, nvcc_ptx, nvrtc_ptx
+from helpers.fp8 import code_values, encode_reference
+from lowlevel import cuda
 
 WMMA = r"""
 #include <mma.h>
@@ -191,6 +201,40 @@ extern "C" __global__ void mma_f64(const double* A, const double* B, const doubl
                  : "=d"(d0), "=d"(d1) : "d"(A[g * 4 + t]), "d"(B[t * 8 + g]), "d"(C[g * 8 + 2 * t]), "d"(C[g * 8 + 2 * t + 1]));
     D[g * 8 + 2 * t] = d0; D[g * 8 + 2 * t + 1] = d1;
 }
+// the two nonzeros of chunk c (4 columns) of row r of a 2:4-sparse A (16 x 32, row-major)
+__device__ void kept(const half* A, int r, int c, int* i0, int* i1) {
+    int n = 0;
+    for (int j = 0; j < 4; ++j)
+        if (__half2float(A[r * 32 + 4 * c + j]) != 0.0f) { if (n == 0) *i0 = j; else *i1 = j; ++n; }
+}
+extern "C" __global__ void mma_sp_f16(const half* A, const half* B, const float* C, float* D) {
+    int lane = threadIdx.x, g = lane / 4, t = lane % 4, i0, i1;
+    unsigned a[4], b[4], e = 0;
+    for (int r = 0; r < 4; ++r) {         // compressed A, rows g / g+8, chunk t (r < 2) or t + 4
+        int row = g + 8 * (r % 2), c = t + 4 * (r / 2);
+        kept(A, row, c, &i0, &i1);
+        a[r] = (unsigned)__half_as_ushort(A[row * 32 + 4 * c + i0]) |
+               ((unsigned)__half_as_ushort(A[row * 32 + 4 * c + i1]) << 16);
+    }
+    if (t < 2) {                           // selector 0: T0 has chunks 0-3, T1 chunks 4-7
+        for (int h = 0; h < 2; ++h)
+            for (int c = 0; c < 4; ++c) {
+                kept(A, g + 8 * h, 4 * t + c, &i0, &i1);
+                e |= (unsigned)(i0 | (i1 << 2)) << (16 * h + 4 * c);
+            }
+    }
+    for (int r = 0; r < 4; ++r)            // B 32 x 8 (row-major): rows 2t, 2t+1 (+8 r), column g
+        b[r] = (unsigned)__half_as_ushort(B[(2 * t + 8 * r) * 8 + g]) |
+               ((unsigned)__half_as_ushort(B[(2 * t + 1 + 8 * r) * 8 + g]) << 16);
+    float c[4], d[4];
+    for (int i = 0; i < 4; ++i) c[i] = C[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];
+    asm volatile("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9,%10,%11}, {%12,%13,%14,%15}, %16, 0x0;"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]), "r"(e));
+    for (int i = 0; i < 4; ++i) D[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = d[i];
+}
 """
 EPS32, EPS16 = np.finfo(np.float32).eps, np.finfo(np.float16).eps
 
@@ -351,3 +395,94 @@ def test_wmma_more_shapes(driver, build, rng, name):
             within(D.astype(np.float64), A @ B + C, steps * k, np.abs(A) @ np.abs(B) + np.abs(C), eps)
         pad = got[m * w:m * w + m, n:]                                # never written: still poison
         assert (pad == -1).all() if acc == np.int32 else np.isnan(pad.astype(np.float64)).all()
+
+
+def test_mma_sparse_f16(driver, build, rng):
+    """A 2:4-sparse A (two random nonzeros in every 4 columns) times a dense B."""
+    f = build.load(INLINE, "mma_inline").get_function("mma_sp_f16")
+    a = np.zeros((16, 32), np.float16)
+    for r in range(16):
+        for c in range(8):
+            keep = rng.choice(4, 2, replace=False)
+            a[r, 4 * c + keep] = rng.uniform(0.5, 2, 2) * rng.choice([-1, 1], 2)
+    b = rng.standard_normal((32, 8)).astype(np.float16)
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    out = poisoned_device((16, 8), np.float32)
+    f.launch(1, 32, (upload(a), upload(b), upload(c), out))
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    within(download(out, (16, 8), np.float32), A @ B + c, 16, np.abs(A) @ np.abs(B) + np.abs(c))
+
+
+FP8 = r"""
+#include <cuda_fp8.h>
+#include <cuda_fp16.h>
+// A (16 x 32) to e4m3 and B (32 x 8) to e5m2 by cuda_fp8.h, in the m16n8k32 layouts: register
+// r of A holds A[g + 8 (r % 2)][4t + j + 16 (r / 2)], of B B[4t + j + 16 r][g], j = 0..3 from
+// the low byte; the bytes are written back (Aq, Bq), A's first pair widened back to half (Ah)
+__device__ unsigned quantize4(float x0, float x1, float x2, float x3, __nv_fp8_interpretation_t kind) {
+    unsigned lo = __nv_cvt_float2_to_fp8x2(make_float2(x0, x1), __NV_SATFINITE, kind);
+    unsigned hi = __nv_cvt_float2_to_fp8x2(make_float2(x2, x3), __NV_SATFINITE, kind);
+    return lo | (hi << 16);
+}
+extern "C" __global__ void mma_fp8(const float* A, const float* B, const float* C, float* D,
+                                   unsigned char* Aq, unsigned char* Bq, unsigned short* Ah) {
+    int lane = threadIdx.x, g = lane / 4, t = lane % 4;
+    unsigned a[4], b[2];
+    for (int r = 0; r < 4; ++r) {
+        int at = (g + 8 * (r % 2)) * 32 + 4 * t + 16 * (r / 2);
+        a[r] = quantize4(A[at], A[at + 1], A[at + 2], A[at + 3], __NV_E4M3);
+        for (int j = 0; j < 4; ++j) Aq[at + j] = (a[r] >> (8 * j)) & 0xFF;
+    }
+    for (int r = 0; r < 2; ++r) {
+        int k = 4 * t + 16 * r;
+        b[r] = quantize4(B[k * 8 + g], B[(k + 1) * 8 + g], B[(k + 2) * 8 + g], B[(k + 3) * 8 + g], __NV_E5M2);
+        for (int j = 0; j < 4; ++j) Bq[(k + j) * 8 + g] = (b[r] >> (8 * j)) & 0xFF;
+    }
+    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(a[0] & 0xFFFF), __NV_E4M3);
+    Ah[2 * lane] = h.x; Ah[2 * lane + 1] = h.y;
+    float c[4], d[4];
+    for (int i = 0; i < 4; ++i) c[i] = C[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%11,%12,%13};"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+    for (int i = 0; i < 4; ++i) D[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = d[i];
+}
+"""
+
+
+@functools.cache
+def sm90_ptx(build_name: str, source: str) -> str:
+    """`source` in one of the builds of conformance_support, for sm_90 / compute_90 (the
+    8-bit floats need sm_89), compiled once per session."""
+    tool, options = BUILDS[build_name]
+    if tool == "nvcc":
+        return nvcc_ptx(source, "sm_90", options)
+    return nvrtc_ptx(source, "compute_90", options)
+
+
+@pytest.mark.parametrize("build_name", sorted(BUILDS))
+def test_mma_fp8(driver, rng, build_name):
+    """cuda_fp8.h's conversions and mma .e4m3.e5m2 against the references of helpers/fp8.py:
+    the bytes exactly (values that saturate, subnormals), the widened half exactly, D
+    within a bound proportionate to K of float64's."""
+    if driver.runs_sass and cuda.Device(0).compute_capability < (8, 9):
+        pytest.skip("the 8-bit floats need an sm_89 GPU")
+    f = load_compiled(sm90_ptx(build_name, FP8)).get_function("mma_fp8")
+    a = (rng.standard_normal((16, 32)) * 8).astype(np.float32)
+    a[0, :4] = [1000.0, -500.0, 2.0 ** -8, -(2.0 ** -10)]      # saturate to +-448; e4m3 subnormals
+    b = rng.standard_normal((32, 8)).astype(np.float32)
+    b[0, 0], b[1, 0] = 70000.0, 3e-6                           # saturates to 57344; below e5m2's least
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    out = poisoned_device((16, 8), np.float32)
+    aq, bq = poisoned_device((16, 32), np.uint8), poisoned_device((32, 8), np.uint8)
+    ah = poisoned_device((64,), np.uint16)
+    f.launch(1, 32, (upload(a), upload(b), upload(c), out, aq, bq, ah))
+    want_aq, want_bq = encode_reference(a, "e4m3", False), encode_reference(b, "e5m2", False)
+    np.testing.assert_array_equal(download(aq, (16, 32), np.uint8), want_aq)
+    np.testing.assert_array_equal(download(bq, (32, 8), np.uint8), want_bq)
+    A, B = code_values("e4m3")[want_aq], code_values("e5m2")[want_bq]
+    first = np.array([A[g, 4 * t + j] for g in range(8) for t in range(4) for j in (0, 1)])
+    np.testing.assert_array_equal(download(ah, (64,), np.uint16), first.astype(np.float16).view(np.uint16))
+    within(download(out, (16, 8), np.float32), A @ B + c, 32, np.abs(A) @ np.abs(B) + np.abs(c))

@@ -16,8 +16,10 @@
     matrix.py      ldmatrix, mma.sync (decoding and checking its forms)
     mma_shapes.py  mma's shapes and types, the ISA fragment layouts, its arithmetic
     mma_quadpair.py mma.m8n8k4 .f16: four quad-pair products per warp, their layouts
+    mma_sparse.py  mma.sp{::ordered_metadata}: a 2:4 sparse A, its metadata and selector
     matrix_store.py stmatrix, movmatrix
-    wmma.py        wmma.load/mma/store (f16 bf16 s8 u8 tf32 f64 shapes), cvt.rna.tf32.f32
+    wmma.py        wmma.load/mma/store (f16 bf16 s8 u8 tf32 f64 shapes)
+    lowfloat.py    the 8-bit floats (.e4m3x2/.e5m2x2 cvt, their values) and the tf32 cvt forms
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
     mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
@@ -39,5 +41,5 @@ The decoder (engine/decode.py) imports this package once, so every family has re
 before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, barred, bits, calls, carry, cluster, compare, convert, devassert, half, halfmore,  # noqa: F401
-               heap, indirect, matrix, matrix_store, mbarrier, memops, paramaddr, printf, recursion, simd, specials,
-               warp, wmma)
+               heap, indirect, lowfloat, matrix, matrix_store, mbarrier, memops, mma_sparse, paramaddr, printf,
+               recursion, simd, specials, warp, wmma)

@@ -23,13 +23,6 @@ from .operands import (
 from .registry import register
 
 
-def refuse_low_precision(ins: Instruction) -> None:
-    """cvt with the 8-bit float pairs or tf32: types the emulator does not implement."""
-    for m in ins.mods:
-        if m in ("e4m3x2", "e5m2x2", "tf32"):
-            raise unsupported(ins, f".{m} (8-bit and tf32 floats are not supported by the emulator)")
-
-
 def emit_mov(g, ins: Instruction) -> None:
     m = Mods(ins)
     t = m.one_type(INT_TYPES | BIT_TYPES | FLOAT_TYPES | {"pred"})
@@ -71,7 +64,6 @@ def emit_mov(g, ins: Instruction) -> None:
 
 
 def emit_cvt(g, ins: Instruction) -> None:
-    refuse_low_precision(ins)
     m = Mods(ins)
     irnd = m.take(*ROUND_I)
     frnd = m.take(*ROUND_F)

@@ -15,7 +15,7 @@ with a launch fault naming it.
 every shape and type of the PTX ISA up to sm_90: the table, the fragment layouts and how
 the sums are rounded are in mma_shapes.py; m8n8k4 with .f16 (four quad-pair products per
 warp, A and B in either layout) in mma_quadpair.py. The f64 m16n8 shapes need .target
-sm_90; the 8-bit floats stay refused by name at load. stmatrix and movmatrix: matrix_store.py.
+sm_90, the 8-bit floats (e4m3, e5m2) sm_89. stmatrix and movmatrix: matrix_store.py.
 """
 from __future__ import annotations
 
@@ -116,9 +116,9 @@ def _mma_types(ins, m: Mods) -> list[str]:
     got = [x for x in m.left if x in MMA_TYPES]
     for x in got:
         m.left.remove(x)
-    if len(got) != 4:       # e.g. the 8-bit floats (.e4m3, .e5m2), which are not implemented
+    if len(got) != 4:
         raise unsupported(ins, "types (.dtype.atype.btype.ctype of f16, bf16, tf32, f64, s8, u8, "
-                               "s4, u4, b1)")
+                               "s4, u4, b1, e4m3, e5m2)")
     return got
 
 
@@ -128,7 +128,8 @@ def _check_types(ins, shape: str, ts: list[str], bitop) -> None:
     fam = mma_shapes.FAMILY[atype]
     if fam not in mma_shapes.SHAPES[shape] or mma_shapes.FAMILY[btype] != fam:
         raise unsupported(ins, f"types .{atype}.{btype} for .{shape}")
-    want = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "f64": ("f64",)}.get(fam, ("s32",))
+    want = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "f64": ("f64",),
+            "f8": ("f32", "f16")}.get(fam, ("s32",))
     if (shape, fam, dtype, ctype) == ("m8n8k4", "f16", "f32", "f16"):
         pass                    # the one mixed form ptxas takes (f16 C, f32 D)
     elif dtype != ctype or dtype not in want:
@@ -138,6 +139,18 @@ def _check_types(ins, shape: str, ts: list[str], bitop) -> None:
     if (fam == "b1") != (bitop is not None):
         raise PtxError(ins.line, "mma with .b1 takes .xor.popc or .and.popc (and only .b1 "
                                  f"does): {ins.text}")
+
+
+def _check_f8(g, ins, shape: str, ctype: str) -> None:
+    """ptxas's rules for the 8-bit floats: sm_89, PTX 8.4; PTX 8.7 for m16n8k16 or an f16 C."""
+    k = g.ck.kernel
+    if k.binary_version < 89:
+        raise PtxError(ins.line, f"mma with the 8-bit floats (.e4m3, .e5m2) requires .target sm_89 "
+                                 f"or higher (target sm_{k.binary_version}): {ins.text}")
+    need = 87 if shape == "m16n8k16" or ctype == "f16" else 84
+    if k.ptx_version < need:
+        raise PtxError(ins.line, f"mma .{shape} with .{ctype} and the 8-bit floats requires PTX ISA "
+                                 f".version {need // 10}.{need % 10} or later: {ins.text}")
 
 
 def _layouts(ins, m: Mods, shape: str) -> tuple[str, str]:
@@ -189,6 +202,8 @@ def emit_mma(g, ins):
         raise PtxError(ins.line, f".satfinite applies only to integer mma: {ins.text}")
     if rnd is not None and fam != "f64":
         raise PtxError(ins.line, f"a rounding modifier applies only to .f64 mma: {ins.text}")
+    if fam == "f8":
+        _check_f8(g, ins, shape, ts[3])
     if (shape, fam) in mma_shapes.SM90 and g.ck.kernel.binary_version < 90:
         raise PtxError(ins.line, f"mma.{shape} with .f64 requires sm_90 or later "
                                  f"(target sm_{g.ck.kernel.binary_version}): {ins.text}")

@@ -14,13 +14,15 @@ of their own, is in mma_quadpair.py):
     m8n8k16, m16n8k16, m16n8k32   s8/u8 (mixed)      s32 (.satfinite)     sm_75 / sm_80
     m8n8k32, m16n8k32, m16n8k64   s4/u4 (mixed)      s32 (.satfinite)     sm_75 / sm_80
     m8n8k128, m16n8k128, m16n8k256  b1 (.xor.popc or .and.popc)  s32      sm_75 / sm_80
+    m16n8k32   e4m3/e5m2 (mixed)  f32 (PTX 8.4), f16 (PTX 8.7)   sm_89
+    m16n8k16   e4m3/e5m2 (mixed)  f32 or f16 (PTX 8.7)           sm_89
 
 .dtype = .ctype everywhere (as ptxas requires, though the ISA's syntax lists them apart)
 but for m8n8k4 .f32.f16.f16.f16.
 
 Layouts (PTX ISA, "Matrix Fragments for mma.mMnNkK"): with groupID g = lane/4 and
-t = lane%4, a register holds `e` elements (f16/bf16: 2, s8/u8: 4, s4/u4: 8, b1: 32,
-tf32/f64: 1), element j of register r being element i = e*r + j, lowest bits first. The
+t = lane%4, a register holds `e` elements (f16/bf16: 2, s8/u8 and e4m3/e5m2: 4, s4/u4: 8,
+b1: 32, tf32/f64: 1; the 8-bit floats have the 8-bit integers' layouts), element j of register r being element i = e*r + j, lowest bits first. The
 ISA writes one formula per shape and type; all of them are instances of the two below
 (the tests check them against the ISA's own formulas, written out per shape):
 
@@ -28,7 +30,7 @@ ISA writes one formula per shape and type; all of them are instances of the two 
     m8n8:   A[g][e*t + j]                         B[e*t + j][g]          C[g][2t + i]
 
 Arithmetic. Floating point: the products are exact in float64 (f16, bf16 and tf32 have at
-most 11 significant bits) and are summed with C in float64, then rounded once to the
+most 11 significant bits, e4m3 and e5m2 4 and 3: lowfloat.py decodes them) and are summed with C in float64, then rounded once to the
 destination type (round to nearest even). A tensor core keeps fewer bits while it sums
 (the accumulation order and width are not specified), so real results differ from these in
 the last bits, by at most a few units of float32 rounding per term: code should be tested
@@ -46,18 +48,22 @@ import functools
 
 import numpy as np
 
+from .lowfloat import decode
+
 WARP = 32
-PER_REG = {"f16": 2, "bf16": 2, "tf32": 1, "f64": 1, "s8": 4, "u8": 4, "s4": 8, "u4": 8, "b1": 32}
+PER_REG = {"f16": 2, "bf16": 2, "tf32": 1, "f64": 1, "s8": 4, "u8": 4, "s4": 8, "u4": 8, "b1": 32,
+           "e4m3": 4, "e5m2": 4}
 FAMILY = {"f16": "f16", "bf16": "bf16", "tf32": "tf32", "f64": "f64", "s8": "i8", "u8": "i8",
-          "s4": "i4", "u4": "i4", "b1": "b1"}
+          "s4": "i4", "u4": "i4", "b1": "b1", "e4m3": "f8", "e5m2": "f8"}
 # shape -> the A/B type families it has
 SHAPES = {
     "m16n8k4": {"tf32", "f64"}, "m16n8k8": {"f16", "bf16", "tf32", "f64"},
-    "m16n8k16": {"f16", "bf16", "f64", "i8"}, "m16n8k32": {"i8", "i4"}, "m16n8k64": {"i4"},
+    "m16n8k16": {"f16", "bf16", "f64", "i8", "f8"}, "m16n8k32": {"i8", "i4", "f8"}, "m16n8k64": {"i4"},
     "m16n8k128": {"b1"}, "m16n8k256": {"b1"},
     "m8n8k4": {"f16", "f64"}, "m8n8k16": {"i8"}, "m8n8k32": {"i4"}, "m8n8k128": {"b1"},
 }
-# (shape, family) pairs that need sm_90; everything else here runs on sm_80 (and sm_90)
+# (shape, family) pairs that need sm_90; the 8-bit floats need sm_89 (and PTX 8.4; their f16
+# accumulators and m16n8k16 PTX 8.7); everything else here runs on sm_80 (and sm_90)
 SM90 = {("m16n8k4", "f64"), ("m16n8k8", "f64"), ("m16n8k16", "f64")}
 
 
@@ -137,6 +143,8 @@ def elements(regs, kind: str, n: int):
     bits = 32 // e
     shifts = (np.arange(e, dtype=np.uint32) * bits)[None, None, :]
     raw = ((words[:, :, None] >> shifts) & np.uint32((1 << bits) - 1)).reshape(n, -1)
+    if kind in ("e4m3", "e5m2"):
+        return decode(raw, kind)
     if kind == "tf32":
         return (raw & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
     val = raw.astype(np.int64)
@@ -196,27 +204,54 @@ def _to_dtype(D, ctype: str, satfinite: bool):
         return D.astype({"f32": np.float32, "f16": np.float16, "f64": np.float64}[ctype])
 
 
+def round_to(D, ctype: str, satfinite: bool):
+    """Exact (float64 / int64) sums to the C/D type: rounded once, wrapped or clamped."""
+    return _to_dtype(D, ctype, satfinite)
+
+
 def multiply(A, B, Cm, kinds, opts):
     """D = A B + C on exact (float64 / int64) matrices, rounded once to the C/D type: the
     arithmetic of mma, for wmma too."""
     return _to_dtype(_product(A, B, Cm, kinds, opts), kinds[2], bool(opts.get("satfinite")))
 
 
-def mma(n: int, shape: str, kinds, a_regs, b_regs, c_regs, opts):
-    """D = A B + C for every warp of `n` threads; returns d's registers (one array each):
-    float32 / float64 / int32 values, or for f16 accumulators uint32 pairs."""
-    m, nn, k = dims(shape)
-    atype, btype, ctype = kinds
-    e = PER_REG[atype]
-    floating = ctype != "s32"
-    dtype = np.float64 if floating else np.int64
-    A = _gather(elements(a_regs, atype, n), _order(a_layout, (m, e, len(a_regs)), k), (m, k), dtype)
-    B = _gather(elements(b_regs, btype, n), _order(b_layout, (e, len(b_regs)), nn), (k, nn), dtype)
-    Cm = _gather(accumulator(c_regs, ctype, n), _order(c_layout, (m,), nn), (m, nn), dtype)
-    D = _to_dtype(_product(A, B, Cm, kinds, opts), ctype, bool(opts.get("satfinite")))
+def exact_dtype(ctype: str):
+    return np.int64 if ctype == "s32" else np.float64
+
+
+def a_matrix(regs, atype: str, n: int, m: int, k: int, dtype):
+    """Every warp's m x k A (warps, m, k) from its fragments."""
+    order = _order(a_layout, (m, PER_REG[atype], len(regs)), k)
+    return _gather(elements(regs, atype, n), order, (m, k), dtype)
+
+
+def b_matrix(regs, btype: str, n: int, k: int, nn: int, dtype):
+    """Every warp's k x n B (warps, k, n) from its fragments."""
+    return _gather(elements(regs, btype, n), _order(b_layout, (PER_REG[btype], len(regs)), nn), (k, nn), dtype)
+
+
+def c_matrix(regs, ctype: str, n: int, m: int, nn: int, dtype):
+    """Every warp's m x n C (warps, m, n) from its fragments."""
+    return _gather(accumulator(regs, ctype, n), _order(c_layout, (m,), nn), (m, nn), dtype)
+
+
+def d_registers(D, ctype: str, n: int, m: int, nn: int):
+    """The registers of d (one array each) holding D (warps, m, n): float32 / float64 /
+    int32 values, or for f16 accumulators uint32 pairs."""
     rows, cols = c_layout(m)
     vals = np.take(D.reshape(D.shape[0], -1), (rows * nn + cols).reshape(-1), axis=1).reshape(n, -1)
     if ctype == "f16":
         bits = vals.view(np.uint16).astype(np.uint32)
         return [bits[:, 2 * r] | (bits[:, 2 * r + 1] << 16) for r in range(vals.shape[1] // 2)]
     return [np.ascontiguousarray(vals[:, i]) for i in range(vals.shape[1])]
+
+
+def mma(n: int, shape: str, kinds, a_regs, b_regs, c_regs, opts):
+    """D = A B + C for every warp of `n` threads; returns d's registers (see d_registers)."""
+    m, nn, k = dims(shape)
+    atype, btype, ctype = kinds
+    dtype = exact_dtype(ctype)
+    A = a_matrix(a_regs, atype, n, m, k, dtype)
+    B = b_matrix(b_regs, btype, n, k, nn, dtype)
+    Cm = c_matrix(c_regs, ctype, n, m, nn, dtype)
+    return d_registers(multiply(A, B, Cm, kinds, opts), ctype, n, m, nn)

@@ -7,10 +7,10 @@
 
 An emitter registers for an opcode and a form: ANY takes every instruction of that opcode;
 a type family ("f16", "bf16": the half types and their pairs) takes the instructions of
-that type; CARRY (`.cc`) and SYMBOL (`mov d, variable`) take those forms. `lookup` tries
-the instruction's own forms first, then ANY. Every key is registered once (a second
-registration is an error), so nothing depends on the order the families are imported in
-and no emitter wraps another.
+that type; CARRY (`.cc`), SYMBOL (`mov d, variable`) and SPARSE (`mma.sp`) take those
+forms. `lookup` tries the instruction's own forms first, then ANY. Every key is registered
+once (a second registration is an error), so nothing depends on the order the families are
+imported in and no emitter wraps another.
 """
 from __future__ import annotations
 
@@ -21,8 +21,10 @@ from ..ptx.ir import Instruction, Sym
 ANY = ""
 CARRY = "cc"
 SYMBOL = "symbol"
+SPARSE = "sp"          # mma.sp{::ordered_metadata}
 TYPE_FAMILIES = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16",
-                 "s16x2": "i16x2", "u16x2": "i16x2", "tf32": "tf32"}
+                 "s16x2": "i16x2", "u16x2": "i16x2", "tf32": "tf32",
+                 "e4m3x2": "f8", "e5m2x2": "f8"}
 
 EMITTERS: dict[tuple[str, str], Callable] = {}
 RUNTIME: dict[str, object] = {}
@@ -57,11 +59,15 @@ def special_register(name: str, reader: Callable) -> None:
 
 def forms_of(ins: Instruction) -> list[str]:
     """The forms `ins` has, most specific first, ANY last."""
-    forms = [TYPE_FAMILIES[m] for m in ins.mods if m in TYPE_FAMILIES][:1]
+    families = [TYPE_FAMILIES[m] for m in ins.mods if m in TYPE_FAMILIES]
+    # an 8-bit float pair decides wherever it stands (cvt.rn.f16x2.e4m3x2 is lowfloat.py's)
+    forms = ["f8"] if "f8" in families else families[:1]
     if "cc" in ins.mods:
         forms.append(CARRY)
     if len(ins.operands) == 2 and isinstance(ins.operands[1], Sym):
         forms.append(SYMBOL)
+    if ins.mods and ins.mods[0] in ("sp", "sp::ordered_metadata"):
+        forms.append(SPARSE)
     return [*forms, ANY]
 
 

@@ -1,4 +1,5 @@
-"""WMMA, as NVRTC and nvcc emit it for nvcuda::wmma, and cvt.rna.tf32.f32.
+"""WMMA, as NVRTC and nvcc emit it for nvcuda::wmma (cvt.rna.tf32.f32, which tf32 code
+uses with it, is lowfloat.py's).
 
     wmma.load.{a,b,c}.sync.aligned.{row,col}.SHAPE{.global,.shared}.TYPE r, [p]{, stride};
     wmma.mma.sync.aligned.{row,col}.{row,col}.SHAPE.DTYPE{.ATYPE.BTYPE}.CTYPE d, a, b, c;
@@ -202,17 +203,7 @@ def wmma_mma(C, shape, kinds, a, b, c, opts, text):
     return [np.ascontiguousarray(vals[:, i]) for i in range(vals.shape[1])]
 
 
-def cvt_tf32(x):
-    """cvt.rna.tf32.f32: to 10 fraction bits, to nearest with ties away from zero (adding
-    half of the dropped unit to the magnitude bits does that, and overflows to infinity);
-    a NaN stays a (quiet) NaN."""
-    u = np.asarray(x, np.float32).view(np.uint32)
-    rounded = (u + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
-    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
-    return np.where(nan, (u & np.uint32(0xFFFFE000)) | np.uint32(0x00400000), rounded).astype(np.uint32)
-
-
-provide(_wmma_load=wmma_load, _wmma_store=wmma_store, _wmma_mma=wmma_mma, _cvt_tf32=cvt_tf32)
+provide(_wmma_load=wmma_load, _wmma_store=wmma_store, _wmma_mma=wmma_mma)
 
 
 # --- the emitters -----------------------------------------------------------------------
@@ -350,17 +341,4 @@ def emit_wmma(g, ins):
     emitter(g, ins)
 
 
-def emit_cvt_tf32(g, ins):
-    """cvt.rna.tf32.f32 d, a (d a .b32 register); other tf32 conversions stay refused."""
-    m = Mods(ins)
-    rna, tf32 = m.take("rna"), m.take("tf32")
-    ts = m.types()
-    m.done()
-    if rna is None or tf32 is None or ts != ["f32"]:
-        raise unsupported(ins, "only cvt.rna.tf32.f32 of the tf32 conversions")
-    d, a = operands(ins, 2)
-    g.write(ins, d, f"_cvt_tf32({g.read(ins, a, 'f32')})", "u32", g.guard(ins))
-
-
 register(emit_wmma, "wmma")
-register(emit_cvt_tf32, "cvt", forms=("tf32",))

@@ -10,7 +10,9 @@ matrices of their own; outputs poisoned.
 import numpy as np
 import pytest
 
+from helpers.fp8 import random_codes
 from helpers.memory import download, poisoned, upload
+from helpers.ptxas import ptxas_refusal
 from lowlevel import cuda
 
 WARPS = 2
@@ -61,9 +63,13 @@ for _shape in ("m16n8k8", "m16n8k16"):
     LAYOUTS[(_shape, "bf16")] = LAYOUTS[(_shape, "f16")]
 for _shape in ("m16n8k4", "m16n8k8"):
     LAYOUTS[(_shape, "f64")] = LAYOUTS[(_shape, "tf32")]
+# and the 8-bit floats the 8-bit integers' (m16n8k16 and m16n8k32)
+for _shape in ("m16n8k16", "m16n8k32"):
+    LAYOUTS[(_shape, "f8")] = LAYOUTS[(_shape, "i8")]
 
-BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f64": 64, "s8": 8, "u8": 8, "s4": 4, "u4": 4, "b1": 1}
-FAMILY = {"s8": "i8", "u8": "i8", "s4": "i4", "u4": "i4"}
+BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f64": 64, "s8": 8, "u8": 8, "s4": 4, "u4": 4, "b1": 1,
+        "e4m3": 8, "e5m2": 8}
+FAMILY = {"s8": "i8", "u8": "i8", "s4": "i4", "u4": "i4", "e4m3": "f8", "e5m2": "f8"}
 
 
 def dims(shape):
@@ -88,6 +94,8 @@ def random_matrix(rng, kind, shape):
     if kind == "f64":
         v = rng.standard_normal(shape)
         return v, v.view(np.uint64)
+    if kind in ("e4m3", "e5m2"):
+        return random_codes(rng, kind, shape)
     bits = BITS[kind]
     lo, hi = (-(1 << (bits - 1)), 1 << (bits - 1)) if kind[0] == "s" else (0, 1 << bits)
     v = rng.integers(lo, hi, shape)
@@ -123,10 +131,10 @@ def unpack(regs, pos, shape, count, dtype):
 REG = {"f32": (".f32", "f32", 4), "f16": (".b32", "b32", 4), "f64": (".f64", "f64", 8), "s32": (".s32", "s32", 4)}
 
 
-def mma_ptx(instr, na, nb, nc, ab_f64, ctype, target):
+def mma_ptx(instr, na, nb, nc, ab_f64, ctype, target, version="8.0"):
     ab_reg, ab_ld, ab_size = (".f64", "f64", 8) if ab_f64 else (".b32", "b32", 4)
     c_reg, c_ld, c_size = REG[ctype]
-    lines = [".version 8.0", f".target {target}", ".address_size 64",
+    lines = [f".version {version}", f".target {target}", ".address_size 64",
              ".visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd) {",
              f"  .reg {ab_reg} %a<{na}>;", f"  .reg {ab_reg} %b<{nb}>;",
              f"  .reg {c_reg} %c<{nc}>;", f"  .reg {c_reg} %d<{nc}>;",
@@ -161,6 +169,9 @@ CASES = [  # shape, dtype, atype, btype, ctype, extra modifiers
     ("m16n8k64", "s32", "s4", "u4", "s32", ".satfinite"),
     ("m8n8k128", "s32", "b1", "b1", "s32", ".xor.popc"), ("m16n8k128", "s32", "b1", "b1", "s32", ".and.popc"),
     ("m16n8k256", "s32", "b1", "b1", "s32", ".xor.popc"), ("m16n8k256", "s32", "b1", "b1", "s32", ".and.popc"),
+    ("m16n8k32", "f32", "e4m3", "e4m3", "f32", ""), ("m16n8k32", "f32", "e5m2", "e4m3", "f32", ""),
+    ("m16n8k32", "f16", "e4m3", "e5m2", "f16", ""), ("m16n8k16", "f32", "e5m2", "e5m2", "f32", ""),
+    ("m16n8k16", "f16", "e4m3", "e4m3", "f16", ""),
 ]
 SM90 = {("m16n8k4", "f64"), ("m16n8k8", "f64"), ("m16n8k16", "f64")}
 EPS = {"f32": np.finfo(np.float32).eps, "f16": np.finfo(np.float16).eps, "f64": np.finfo(np.float64).eps}
@@ -201,9 +212,11 @@ def reference(a, b, c, ctype, mods):
 def test_mma_shape(driver, rng, case):
     shape, dtype, atype, btype, ctype, mods = case
     family = FAMILY.get(atype, atype)
-    target = "sm_90" if (shape, family) in SM90 else "sm_80"
+    target = "sm_90" if (shape, family) in SM90 else "sm_89" if family == "f8" else "sm_80"
     if target == "sm_90" and driver.runs_sass and cuda.Device(0).compute_capability < (9, 0):
         pytest.skip("f64 m16n8 shapes need an sm_90 GPU")
+    if target == "sm_89" and driver.runs_sass and cuda.Device(0).compute_capability < (8, 9):
+        pytest.skip("the 8-bit floats need an sm_89 GPU")
     pa, pb, pc = LAYOUTS[(shape, family)]
     m, n, k = dims(shape)
     a, abits = random_matrix(rng, atype, (WARPS, m, k))
@@ -214,7 +227,8 @@ def test_mma_shape(driver, rng, case):
     rc = accumulator_registers(c, ctype, pc, cc)
     instr = f"mma.sync.aligned.{shape}.row.col{mods if '.sat' in mods or '.rn' in mods else ''}" \
             f".{dtype}.{atype}.{btype}.{ctype}{mods if '.popc' in mods else ''}"
-    ptx = mma_ptx(instr, ra.shape[1], rb.shape[1], rc.shape[1], atype == "f64", ctype, target)
+    ptx = mma_ptx(instr, ra.shape[1], rb.shape[1], rc.shape[1], atype == "f64", ctype, target,
+                  "8.7" if family == "f8" else "8.0")     # f8's f16 C and m16n8k16: PTX 8.7
     out = upload(poisoned(rc.shape, rc.dtype))
     cuda.Module.from_ptx(ptx).get_function("k").launch(1, N, (upload(ra), upload(rb), upload(rc), out))
     got_regs = download(out, rc.shape, rc.dtype)
@@ -247,14 +261,32 @@ def test_f64_m16n8_needs_sm_90(driver):
     ("mma.sync.aligned.m16n8k16.row.col.f32.tf32.tf32.f32", (4, 2, 4), False, "f32", "tf32"),
     ("mma.sync.aligned.m16n8k128.row.col.s32.b1.b1.s32", (2, 1, 4), False, "s32", "popc"),
     ("mma.sync.aligned.m8n8k4.row.col.rz.f64.f64.f64.f64", (1, 1, 2), True, "f64", "rz"),
-    ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", (4, 2, 4), False, "f32", "e4m3"),
+    ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", (4, 2, 4), False, "f32", "sm_89"),
 ])
 def test_mma_refused_by_name(instr, counts, f64, ctype, match):
-    """What the emulator does not run is refused at load, naming it: the 8-bit floats
-    (which an sm_90 GPU runs: not implemented here), .rz/.rm/.rp on f64, and forms ptxas
-    does not take (a .col A for m16n8k16; C and D of different types but m8n8k4's
-    .f32.f16.f16.f16)."""
+    """What the emulator does not run is refused at load, naming it: .rz/.rm/.rp on f64,
+    and forms ptxas does not take (a .col A for m16n8k16; C and D of different types but
+    m8n8k4's .f32.f16.f16.f16; the 8-bit floats for sm_80)."""
     from lowlevel.emu.engine.decode import load_ptx
     from lowlevel.emu.ptx.errors import PtxError
     with pytest.raises(PtxError, match=match):
         load_ptx(mma_ptx(instr, *counts, f64, ctype, "sm_80"))
+
+
+@pytest.mark.parametrize("instr, counts, ctype, version, match", [
+    ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", (4, 2, 4), "f32", "8.3", "8.4"),
+    ("mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16", (4, 2, 2), "f16", "8.6", "8.7"),
+    ("mma.sync.aligned.m16n8k16.row.col.f32.e5m2.e4m3.f32", (2, 1, 4), "f32", "8.6", "8.7"),
+    ("mma.sync.aligned.m16n8k32.row.col.satfinite.f32.e4m3.e4m3.f32", (4, 2, 4), "f32", "8.7", "satfinite"),
+    ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.s8.f32", (4, 2, 4), "f32", "8.7", "e4m3.s8"),
+    ("mma.sync.aligned.m16n8k8.row.col.f32.e4m3.e4m3.f32", (1, 1, 4), "f32", "8.7", "e4m3"),
+])
+def test_mma_f8_refused_as_ptxas_refuses(instr, counts, ctype, version, match):
+    """The 8-bit float forms ptxas -arch=sm_90 refuses (checked by hand with ptxas 13.0):
+    older PTX versions, .satfinite, a mix with integers, shapes other than m16n8k16/k32."""
+    from lowlevel.emu.engine.decode import load_ptx
+    from lowlevel.emu.ptx.errors import PtxError
+    ptx = mma_ptx(instr, *counts, False, ctype, "sm_90", version)
+    with pytest.raises(PtxError, match=match):
+        load_ptx(ptx)
+    assert ptxas_refusal(ptx) != "", "ptxas assembles it"

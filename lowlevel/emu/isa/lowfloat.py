@@ -1,0 +1,251 @@
+"""The 8-bit floats (.e4m3, .e5m2) and tf32: their cvt forms, and the values mma reads.
+
+    cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f32    d, a, b;   d .b16: a to the upper byte
+    cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f16x2  d, a;      a's upper half to the upper byte
+    cvt.rn{.relu}.f16x2.{e4m3x2,e5m2x2}            d, a;      a .b16; the upper byte to the upper half
+    cvt.rna{.satfinite}.tf32.f32                   d, a;      d .b32 (sm_80; .satfinite: PTX 8.1)
+    cvt.{rn,rz}{.relu}.tf32.f32                    d, a;      sm_90
+
+The 8-bit forms need sm_90 with PTX 7.8, or sm_89 with PTX 8.1; ptxas takes them only with .rn, and to the 8-bit
+types only with .satfinite (these are exactly the forms ptxas takes for sm_90).
+
+Formats (PTX ISA, "Alternate floating point data formats"): e4m3 has a sign, 4 exponent
+bits (bias 7) and 3 mantissa bits, no infinity, and one NaN per sign (S.1111.111), so its
+largest value is 448 (S.1111.110); e5m2 is IEEE-like (5 exponent bits, bias 15, 2 mantissa
+bits): infinities S.11111.00, NaNs S.11111.{01,10,11}, largest 57344. Both have subnormals.
+
+Rounding: to nearest, ties to even, once, from the exact f32 / f16 value. .satfinite: a NaN
+gives NaN (0x7F, the canonical NaN NVIDIA's conversions produce), and a magnitude above the
+largest finite value (infinity too) gives that value with the sign kept. Widening to f16 is
+exact (every e4m3 and e5m2 value is an f16 value); a NaN gives the canonical f16 NaN 0x7FFF.
+.relu makes a negative result +0 (a NaN stays NaN; -0 stays -0, as half.py's .relu); with
+.relu a tf32 NaN is 0x7FFFE000 (the canonical 0x7FFFFFFF cut to tf32's bits).
+tf32: 10 mantissa bits in a .b32 whose low 13 bits are zero; .rna rounds ties away from
+zero, .rn to even, .rz toward zero (never to infinity); .satfinite as above.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ptx.errors import PtxError
+from ..ptx.ir import Imm, Reg
+from .operands import Mods, operands, unsupported
+from .registry import provide, register
+
+F64 = np.float64
+# kind -> (exponent bits, mantissa bits, bias, largest finite value)
+FORMATS = {"e4m3": (4, 3, 7, 448.0), "e5m2": (5, 2, 15, 57344.0)}
+NAN8 = 0x7F
+CANON_F16_NAN = 0x7FFF
+
+
+def decode(bits, kind: str):
+    """8-bit codes (any integer array) as float64 values."""
+    ebits, mbits, bias, _ = FORMATS[kind]
+    b = np.asarray(bits).astype(np.int64) & 0xFF
+    sign = np.where(b & 0x80, -1.0, 1.0)
+    exp = (b >> mbits) & ((1 << ebits) - 1)
+    mant = (b & ((1 << mbits) - 1)).astype(F64)
+    normal = (1.0 + mant / (1 << mbits)) * np.exp2(exp.astype(F64) - bias)
+    sub = mant * 2.0 ** (1 - bias - mbits)
+    val = sign * np.where(exp == 0, sub, normal)
+    top = exp == (1 << ebits) - 1
+    if kind == "e4m3":
+        return np.where(top & (mant == 7), np.nan, val)
+    return np.where(top, np.where(mant == 0, sign * np.inf, np.nan), val)
+
+
+def encode(x, kind: str, relu: bool):
+    """float64 values to 8-bit codes (uint8): round to nearest even, .satfinite."""
+    ebits, mbits, bias, top = FORMATS[kind]
+    x = np.asarray(x, F64)
+    nan = np.isnan(x)
+    if relu:
+        x = np.where(x < 0, 0.0, x)
+    neg = np.signbit(x) & ~nan
+    a = np.minimum(np.abs(np.where(nan, 0.0, x)), top)      # .satfinite (inf too)
+    emin = 1 - bias
+    # the unit in the last place of a's binade (the subnormal one below 2^emin)
+    _, e = np.frexp(a)
+    quantum = np.exp2(np.maximum(e.astype(F64) - 1, emin) - mbits)
+    r = np.round(a / quantum) * quantum          # a / quantum is exact; np.round ties to even
+    _, er = np.frexp(r)
+    er = np.maximum(er.astype(np.int64) - 1, emin)
+    subnormal = r < 2.0 ** emin
+    field = np.where(subnormal, 0, er + bias)
+    mant = np.where(subnormal, r / 2.0 ** (emin - mbits), (r / np.exp2(er.astype(F64)) - 1) * (1 << mbits))
+    code = (field << mbits) | mant.astype(np.int64)
+    code = np.where(neg, code | 0x80, code)
+    return np.where(nan, NAN8, code).astype(np.uint8)
+
+
+def f8x2_from_f32(a, b, kind, relu):
+    """cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 d, a, b: a to the upper byte, b to the lower."""
+    hi = encode(np.asarray(a, np.float32).astype(F64), kind, relu).astype(np.uint16)
+    lo = encode(np.asarray(b, np.float32).astype(F64), kind, relu).astype(np.uint16)
+    return (hi << np.uint16(8)) | lo
+
+
+def f8x2_from_f16x2(x, kind, relu):
+    """cvt.rn.satfinite.{e4m3x2,e5m2x2}.f16x2 d, a: each half to the byte of its place."""
+    u = np.asarray(x, np.uint32)
+    halves = [((u >> np.uint32(s)) & np.uint32(0xFFFF)).astype(np.uint16).view(np.float16) for s in (16, 0)]
+    hi, lo = (encode(h.astype(F64), kind, relu).astype(np.uint16) for h in halves)
+    return (hi << np.uint16(8)) | lo
+
+
+def f16x2_from_f8x2(x, kind, relu):
+    """cvt.rn.f16x2.{e4m3x2,e5m2x2} d, a: each byte to the half of its place (exact)."""
+    u = np.asarray(x, np.uint16)
+    out = []
+    for shift in (8, 0):
+        v = decode(u >> np.uint16(shift), kind)
+        if relu:
+            v = np.where(v < 0, 0.0, v)
+        h = v.astype(np.float16).view(np.uint16)
+        out.append(np.where(np.isnan(v), CANON_F16_NAN, h).astype(np.uint32))
+    return (out[0] << np.uint32(16)) | out[1]
+
+
+TF32_MAX = np.uint32(0x7F7FE000)
+PAIR32 = ("b32", "f16x2")
+
+
+def tf32_from_f32(x, mode: str, relu: bool, satfinite: bool):
+    """cvt.{rna,rn,rz}.tf32.f32 on the f32 bits: the result's low 13 bits are zero."""
+    u = np.asarray(x, np.float32).view(np.uint32)
+    mag = u & np.uint32(0x7FFFFFFF)
+    nan = mag > np.uint32(0x7F800000)
+    low = mag & np.uint32(0x1FFF)
+    if mode == "rna":            # adding half the dropped unit carries into the kept bits
+        up = low >= np.uint32(0x1000)
+    elif mode == "rn":
+        odd = (mag >> np.uint32(13)) & np.uint32(1)
+        up = (low > np.uint32(0x1000)) | ((low == np.uint32(0x1000)) & (odd == 1))
+    else:                        # rz
+        up = np.zeros_like(nan)
+    inf = mag == np.uint32(0x7F800000)
+    r = (mag & np.uint32(0xFFFFE000)) + np.where(up & ~inf, np.uint32(0x2000), np.uint32(0))
+    if satfinite:
+        r = np.minimum(r, TF32_MAX)
+    out = r | (u & np.uint32(0x80000000))
+    if relu:
+        negative = (out >> np.uint32(31) == 1) & ((out & np.uint32(0x7FFFFFFF)) != 0)
+        out = np.where(negative, np.uint32(0), out)
+        return np.where(nan, np.uint32(0x7FFFE000), out).astype(np.uint32)   # canonical, in tf32
+    # a NaN stays a NaN, made quiet, its payload cut to the kept bits
+    return np.where(nan, (u & np.uint32(0xFFFFE000)) | np.uint32(0x00400000), out).astype(np.uint32)
+
+
+provide(_f8x2_from_f32=f8x2_from_f32, _f8x2_from_f16x2=f8x2_from_f16x2,
+        _f16x2_from_f8x2=f16x2_from_f8x2, _tf32_from_f32=tf32_from_f32)
+
+
+# --- emitters ---------------------------------------------------------------------------
+
+
+def _needs(g, ins, sm: int, ptx: int, what: str) -> None:
+    """ptxas's target and version rules for the form `what`."""
+    k = g.ck.kernel
+    if k.binary_version < sm:
+        raise PtxError(ins.line, f"{what} requires .target sm_{sm} or higher "
+                                 f"(target sm_{k.binary_version}): {ins.text}")
+    if k.ptx_version < ptx:
+        raise PtxError(ins.line, f"{what} requires PTX ISA .version {ptx // 10}.{ptx % 10} or "
+                                 f"later: {ins.text}")
+
+
+def _register(g, ins, op, types: tuple, what: str):
+    """ptxas takes only a register of one of `types` here (no immediate, no other type)."""
+    rtype = g.ck.kernel.registers.get(op.name) if isinstance(op, Reg) else None
+    if rtype is None or op.negated or rtype not in types:
+        raise PtxError(ins.line, f"cvt: {what} must be a {' or '.join('.' + t for t in types)} "
+                                 f"register: {ins.text}")
+    return op
+
+
+def _f32_source(g, ins, op, what: str):
+    """An .f32 operand: an .f32 or .b32 register, or a float immediate (as ptxas takes)."""
+    if isinstance(op, Imm):
+        if not op.is_float:
+            raise PtxError(ins.line, f"cvt: {what} must be an .f32 operand, not an integer: {ins.text}")
+        return g.read(ins, op, "f32")
+    return g.read(ins, _register(g, ins, op, ("f32", "b32"), what), "f32")
+
+
+def emit_cvt_f8(g, ins):
+    m = Mods(ins)
+    rnd = m.take("rn", "rna", "rz", "rm", "rp")
+    satfinite = m.take("satfinite") is not None
+    relu = m.take("relu") is not None
+    got = [x for x in m.left if x in ("e4m3x2", "e5m2x2", "f32", "f16x2")]
+    for x in got:
+        m.left.remove(x)
+    m.done()
+    # ptxas: sm_90 with PTX 7.8, or sm_89 with PTX 8.1
+    what = "cvt with .e4m3x2/.e5m2x2"
+    if g.ck.kernel.binary_version < 89:
+        raise PtxError(ins.line, f"{what} requires .target sm_89 or higher "
+                                 f"(target sm_{g.ck.kernel.binary_version}): {ins.text}")
+    _needs(g, ins, 89, 81 if g.ck.kernel.binary_version == 89 else 78, what)
+    if rnd != "rn":
+        raise PtxError(ins.line, f"cvt with .e4m3x2/.e5m2x2 takes (and needs) .rn: {ins.text}")
+    if len(got) != 2 or got[0] == got[1]:
+        raise unsupported(ins, "types (cvt.rn.satfinite.{e4m3x2,e5m2x2}.{f32,f16x2} or "
+                               "cvt.rn.f16x2.{e4m3x2,e5m2x2})")
+    dt, st = got
+    guard = g.guard(ins)
+    if dt in ("e4m3x2", "e5m2x2"):
+        if not satfinite:
+            raise PtxError(ins.line, f"'.satfinite' modifier required for cvt with destination "
+                                     f"type .{dt}: {ins.text}")
+        kind = dt[:4]
+        if st == "f32":
+            d, a, b = operands(ins, 3)
+            expr = (f"_f8x2_from_f32({_f32_source(g, ins, a, 'a')}, {_f32_source(g, ins, b, 'b')}, "
+                    f"{kind!r}, {relu})")
+        elif st == "f16x2":
+            d, a = operands(ins, 2)
+            expr = f"_f8x2_from_f16x2({g.read(ins, _register(g, ins, a, PAIR32, 'a'), 'u32')}, {kind!r}, {relu})"
+        else:
+            raise unsupported(ins, f"cvt.{dt}.{st}")
+        g.write(ins, _register(g, ins, d, ('b16',), "d"), expr, "u16", guard)
+        return
+    if dt != "f16x2" or satfinite:
+        raise unsupported(ins, f"cvt{'.satfinite' if satfinite else ''}.{dt}.{st} (the 8-bit "
+                               "floats widen only to .f16x2, without .satfinite)")
+    d, a = operands(ins, 2)
+    expr = f"_f16x2_from_f8x2({g.read(ins, _register(g, ins, a, ('b16',), 'a'), 'u16')}, {st[:4]!r}, {relu})"
+    g.write(ins, _register(g, ins, d, PAIR32, "d"), expr, "u32", guard)
+
+
+def emit_cvt_tf32(g, ins):
+    m = Mods(ins)
+    mode = m.take("rna", "rn", "rz")
+    satfinite = m.take("satfinite") is not None
+    relu = m.take("relu") is not None
+    tf32 = m.take("tf32")
+    ts = m.types()
+    m.done()
+    if tf32 is None or ts != ["f32"]:
+        raise unsupported(ins, "tf32 conversions other than cvt.{rna,rn,rz}.tf32.f32")
+    if mode is None:
+        raise PtxError(ins.line, f"cvt.tf32.f32 needs .rna, .rn or .rz: {ins.text}")
+    if mode == "rna":
+        _needs(g, ins, 80, 70, "cvt.rna.tf32.f32")
+        if relu:
+            raise PtxError(ins.line, f"cvt.rna.tf32.f32 takes no .relu: {ins.text}")
+        if satfinite:
+            _needs(g, ins, 80, 81, ".satfinite on cvt.rna.tf32.f32")
+    else:
+        _needs(g, ins, 90, 78, f"cvt.{mode}.tf32.f32")
+        if satfinite:            # PTX 8.6 and sm_100: beyond the emulated device
+            raise PtxError(ins.line, f".satfinite on cvt.{mode}.tf32.f32 requires .target sm_100 "
+                                     f"or higher: {ins.text}")
+    d, a = operands(ins, 2)
+    expr = f"_tf32_from_f32({_f32_source(g, ins, a, 'a')}, {mode!r}, {relu}, {satfinite})"
+    g.write(ins, _register(g, ins, d, ('b32',), "d"), expr, "u32", g.guard(ins))
+
+
+register(emit_cvt_f8, "cvt", forms=("f8",))
+register(emit_cvt_tf32, "cvt", forms=("tf32",))

@@ -1,0 +1,223 @@
+"""mma.sp: D = A B + C with a structured-sparse A, every shape and type of the PTX ISA up to
+sm_90 ("Matrix multiply-accumulate operation using mma.sp instruction with sparse matrix A").
+
+    mma.sp{::ordered_metadata}.sync.aligned.SHAPE.row.col{.satfinite}.DTYPE.ATYPE.BTYPE.CTYPE d, a, b, c, e, f;
+
+    A/B type     shapes                 C/D            metadata threads (selector f)
+    f16          m16n8k16, m16n8k32     f16 or f32     1 (0..3), 2 (0..1)
+    bf16         m16n8k16, m16n8k32     f32            1 (0..3), 2 (0..1)
+    tf32         m16n8k8, m16n8k16      f32            1 (0..3), 2 (0..1)
+    s8/u8        m16n8k32, m16n8k64     s32 (.satfinite) 2 (0..1), 4 (0)
+    s4/u4        m16n8k64, m16n8k128    s32 (.satfinite) 2 (0..1), 4 (0)
+    e4m3/e5m2    m16n8k64               f32            4 (0)
+
+sm_80 and PTX 7.1 (the 8-bit floats: sm_89, PTX 8.4; ::ordered_metadata: PTX 8.5).
+
+A (M x K) keeps half of each row: in every chunk of 4 "units" two, where a unit is a 16-bit
+element (f16, bf16; a tf32 element is two units, so a chunk of two tf32 elements keeps
+one), an 8-bit element, or a pair of 4-bit elements. The a registers hold the kept values,
+the M x K/2 "compressed" A, in the layout of a dense mma of K/2 of the same type. The
+metadata e gives, for each chunk, the two kept units' indices (2 bits each, the first in
+the lower bits): 4 bits a chunk, 16 bits (4 chunks) a row. In each quad (lanes 4g..4g+3)
+the selected thread(s) give rows g (bits 0-15) and g+8 (bits 16-31): with one thread per
+quad (selector f = its threadID_in_group) all of each row; with two (threads 2f and 2f+1)
+the first the first 4 chunks of the rows, the second the next 4; with four (f = 0), thread
+j chunks 4j..4j+3 (the pair case is what XLA's and Triton's sparse dot lowering reads; the
+ISA's text says which threads, its figures which bits). Other threads' e is not read. The
+PTX ISA ("Sparse matrix storage") leaves a pair of equal indices undefined, and with
+::ordered_metadata any pair that is not increasing; tf32 takes only 0b0100 and 0b1110
+(element 0 or 1): a launch with another pair fails, naming the lane, the row and the
+chunk, rather than compute something a GPU might not.
+
+Arithmetic as mma_shapes.py's: the products of the kept elements (only those: a zero that
+was never stored does not make 0 x inf a NaN) summed exactly in float64 / int64 with C,
+rounded once to the C/D type.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine.faults import KernelFault
+from ..ptx.errors import PtxError
+from ..ptx.ir import Imm, Reg, Vec
+from . import mma_shapes
+from .matrix import converged
+from .operands import Mods, operands, unsupported
+from .registry import SPARSE, provide, register
+
+# (shape, family) -> how many threads of a quad give metadata
+FORMS = {("m16n8k16", "f16"): 1, ("m16n8k32", "f16"): 2, ("m16n8k16", "bf16"): 1, ("m16n8k32", "bf16"): 2,
+         ("m16n8k8", "tf32"): 1, ("m16n8k16", "tf32"): 2, ("m16n8k32", "i8"): 2, ("m16n8k64", "i8"): 4,
+         ("m16n8k64", "i4"): 2, ("m16n8k128", "i4"): 4, ("m16n8k64", "f8"): 4}
+ACCUMULATORS = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "f8": ("f32",),
+                "i8": ("s32",), "i4": ("s32",)}
+REG_TYPE = {"f32": "f32", "s32": "s32", "f16": "u32"}
+
+
+# --- the metadata and the positions of the kept elements --------------------------------
+
+
+def chunk_indices(meta, warps: int, chunks: int, threads: int, selector: int):
+    """The two unit indices (warps, 16, chunks) of every chunk, and the lanes they came from."""
+    words = np.broadcast_to(np.asarray(meta, np.uint32), (warps * 32,)).reshape(warps, 32)
+    r, c = np.arange(16)[:, None], np.arange(chunks)[None, :]
+    lane = 4 * (r % 8) + selector * threads + c // 4
+    shift = (16 * (r // 8) + 4 * (c % 4)).astype(np.uint32)
+    w = words[:, lane]
+    return (w >> shift) & np.uint32(3), (w >> (shift + np.uint32(2))) & np.uint32(3), lane
+
+
+def _check_pairs(i0, i1, lanes, family: str, ordered: bool, text: str) -> None:
+    """The PTX ISA leaves other index pairs undefined: fail the launch rather than invent."""
+    if family == "tf32":
+        bad = (i0 % 2 != 0) | (i1 != i0 + 1)
+        want = "0b0100 or 0b1110"
+    elif ordered:
+        bad, want = i0 >= i1, "two increasing indices (::ordered_metadata)"
+    else:
+        bad, want = i0 == i1, "two different indices"
+    if bad.any():
+        w, r, c = (int(x[0]) for x in np.nonzero(bad))
+        nibble = int(i0[w, r, c] | (i1[w, r, c] << 2))
+        raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
+                          f"mma.sp: the metadata of row {r}, chunk {c} (lane {int(lanes[r, c])} of warp "
+                          f"{w}) is {nibble:#06b}, not {want}; the PTX ISA leaves the result "
+                          f"undefined ({text})")
+
+
+def kept_columns(i0, i1, family: str, half: int):
+    """The column in A of each compressed element q < K/2: (warps, 16, K/2)."""
+    q = np.arange(half)
+    if family == "tf32":                    # one element of two per chunk
+        return 2 * q + (i0[:, :, q] // 2).astype(np.int64)
+    unit = q // 2 if family == "i4" else q  # 4-bit elements go in pairs
+    chunk = unit // 2
+    pos = np.where(unit % 2 == 0, i0[:, :, chunk], i1[:, :, chunk]).astype(np.int64)
+    col = 4 * chunk + pos
+    return 2 * col + q % 2 if family == "i4" else col
+
+
+def mma_sp(C, shape, kinds, a_regs, b_regs, c_regs, meta, selector, opts, text):
+    """D = A B + C for every warp; the registers of d."""
+    converged(C, "mma.sp", text)
+    m, nn, k = mma_shapes.dims(shape)
+    atype, btype, ctype = kinds
+    family = mma_shapes.FAMILY[atype]
+    warps = C.n // 32
+    dtype = mma_shapes.exact_dtype(ctype)
+    unit_bits = 16 if family in ("f16", "bf16", "tf32") else 8
+    chunks = k * (32 // mma_shapes.PER_REG[atype]) // unit_bits // 4
+    i0, i1, lanes = chunk_indices(meta, warps, chunks, FORMS[(shape, family)], selector)
+    _check_pairs(i0, i1, lanes, family, opts["ordered"], text)
+    Ac = mma_shapes.a_matrix(a_regs, atype, C.n, m, k // 2, dtype)
+    B = mma_shapes.b_matrix(b_regs, btype, C.n, k, nn, dtype)
+    Cm = mma_shapes.c_matrix(c_regs, ctype, C.n, m, nn, dtype)
+    cols = kept_columns(i0, i1, family, k // 2)
+    Bk = B[np.arange(warps)[:, None, None], cols]              # (warps, 16, K/2, n)
+    with np.errstate(all="ignore"):
+        D = np.einsum("wrq,wrqn->wrn", Ac, Bk) + Cm
+    D = mma_shapes.round_to(D, ctype, bool(opts.get("satfinite")))
+    return mma_shapes.d_registers(D, ctype, C.n, m, nn)
+
+
+provide(_mma_sp=mma_sp)
+
+
+# --- decoding ---------------------------------------------------------------------------
+
+
+def _regs(ins, op, n: int, what: str) -> list:
+    elems = op.elems if isinstance(op, Vec) else [op]
+    if len(elems) != n or any(e is None for e in elems):
+        raise PtxError(ins.line, f"mma.sp {what} takes {n} registers: {ins.text}")
+    return elems
+
+
+def _needs(g, ins, sm: int, ptx: int, what: str) -> None:
+    k = g.ck.kernel
+    if k.binary_version < sm:
+        raise PtxError(ins.line, f"{what} requires .target sm_{sm} or higher "
+                                 f"(target sm_{k.binary_version}): {ins.text}")
+    if k.ptx_version < ptx:
+        raise PtxError(ins.line, f"{what} requires PTX ISA .version {ptx // 10}.{ptx % 10} or "
+                                 f"later: {ins.text}")
+
+
+def _types(ins, m: Mods) -> list[str]:
+    got = [x for x in m.left if x in mma_shapes.PER_REG or x in ("f32", "s32")]
+    for x in got:
+        m.left.remove(x)
+    if len(got) != 4:
+        raise unsupported(ins, "types (.dtype.atype.btype.ctype)")
+    return got
+
+
+def _check(g, ins, shape, ts, satfinite: bool, ordered: bool) -> str:
+    dtype, atype, btype, ctype = ts
+    family = mma_shapes.FAMILY.get(atype)
+    if (shape, family) not in FORMS or mma_shapes.FAMILY.get(btype) != family:
+        raise unsupported(ins, f"types .{atype}.{btype} for mma.sp .{shape}")
+    if dtype != ctype or ctype not in ACCUMULATORS[family]:
+        raise PtxError(ins.line, f"mma.sp .{shape}.{atype}: .dtype and .ctype must be the same, one "
+                                 f"of {', '.join('.' + t for t in ACCUMULATORS[family])}: {ins.text}")
+    if satfinite and family not in ("i8", "i4"):
+        raise PtxError(ins.line, f".satfinite applies only to integer mma.sp: {ins.text}")
+    if family == "f8":
+        _needs(g, ins, 89, 84, "mma.sp with the 8-bit floats (.e4m3, .e5m2)")
+    else:
+        _needs(g, ins, 80, 71, "mma.sp")
+    if ordered:
+        _needs(g, ins, 80, 85, "mma.sp::ordered_metadata")
+    return family
+
+
+def _selector(ins, f, shape: str, family: str) -> int:
+    if not isinstance(f, Imm) or f.is_float:
+        raise PtxError(ins.line, f"mma.sp: the sparsity selector must be an integer constant: {ins.text}")
+    count = 4 // FORMS[(shape, family)]
+    lax = (shape, family) == ("m16n8k32", "f16")          # ptxas takes 0..3 here
+    if not 0 <= f.value < (4 if lax else count):
+        raise PtxError(ins.line, f"mma.sp .{shape} with .{family}: the sparsity selector {f.value} "
+                                 f"is out of range [0..{count - 1}]: {ins.text}")
+    if f.value >= count:        # the ISA: thread pair 0 (threads 0, 1) or 1 (threads 2, 3)
+        raise unsupported(ins, f"sparsity selector {f.value} for .m16n8k32 .f16 (the PTX ISA "
+                               "allows 0 or 1; the result is undefined)")
+    return int(f.value)
+
+
+def emit_mma_sp(g, ins):
+    m = Mods(ins)
+    kind = m.take("sp", "sp::ordered_metadata")
+    shape = m.take(*{s for s, _ in FORMS})
+    form = [m.take("sync"), m.take("aligned"), m.take("row"), m.take("col")]
+    if kind is None or shape is None or None in form:
+        raise unsupported(ins, "form (mma.sp{::ordered_metadata}.sync.aligned.SHAPE.row.col, the "
+                               "shapes of the PTX ISA)")
+    satfinite = m.take("satfinite") is not None
+    ts = _types(ins, m)
+    m.done()
+    family = _check(g, ins, shape, ts, satfinite, kind != "sp")
+    if ins.guard is not None:
+        raise unsupported(ins, "a predicated mma.sp")
+    d, a, b, c, e, f = operands(ins, 6)
+    selector = _selector(ins, f, shape, family)
+    dtype, atype, btype, ctype = ts
+    k = mma_shapes.dims(shape)[2]
+    nab = k // (4 * mma_shapes.PER_REG[atype])
+    nc = 2 if ctype == "f16" else 4
+    d, c = _regs(ins, d, nc, "d"), _regs(ins, c, nc, "c")
+    a, b = _regs(ins, a, nab, "a"), _regs(ins, b, nab, "b")
+    if not isinstance(e, Reg):
+        raise PtxError(ins.line, f"mma.sp: the metadata must be a .b32 register: {ins.text}")
+    av = ", ".join(g.read(ins, x, "u32") for x in a)
+    bv = ", ".join(g.read(ins, x, "u32") for x in b)
+    cv = ", ".join(g.read(ins, x, REG_TYPE[ctype]) for x in c)
+    opts = {"satfinite": satfinite, "ordered": kind != "sp"}
+    tmp = g.fresh()
+    g.emit(f"{tmp} = _mma_sp(C, {shape!r}, {(atype, btype, ctype)!r}, [{av}], [{bv}], [{cv}], "
+           f"{g.read(ins, e, 'u32')}, {selector}, {opts!r}, {ins.text!r})")
+    for i, x in enumerate(d):
+        g.write(ins, x, f"{tmp}[{i}]", REG_TYPE[dtype], None)
+
+
+register(emit_mma_sp, "mma", forms=(SPARSE,))
