@@ -5,7 +5,8 @@ Registered into isa/registry.py:
   atom / red    .add .min .max .inc .dec .and .or .xor .exch .cas on global, shared,
                 generic (semantics/scope qualifiers accepted: everything is sequentially
                 consistent here)
-  cvta          .global .const (identity), .shared .local (add/remove the generic window)
+  cvta          .global .const (identity), .shared .local .param (add/remove the generic
+                window; .param: paramaddr.py)
   bar/barrier   .sync (id and optional thread count, immediates), bar.cta.sync,
                 barrier.sync.aligned: end their basic block (see engine/scheduler.py);
                 bar.warp.sync: checks the member mask (warp.py), nothing to wait for
@@ -25,7 +26,7 @@ import numpy as np
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
 from . import barred, cluster, halfmore, paramaddr
-from .addressing import LOCAL_WINDOW, SHARED_WINDOW
+from .addressing import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SPAN
 from .operands import CACHE_MODS, Mods, operands, unsupported, view_name
 from .registry import SYMBOL, register
 
@@ -320,19 +321,21 @@ def emit_atom(g, ins: Instruction) -> None:
 def emit_cvta(g, ins: Instruction) -> None:
     m = Mods(ins)
     to = m.take("to")
-    space = take_space(ins, m, "global", "shared", "local", "const", "param")
+    space = take_space(ins, m, "global", "shared", "local", "const", "param", "param::entry")
     t = m.one_type({"u32", "u64"})
     m.done()
     if space is None:
         raise PtxError(ins.line, f"cvta needs a state space: {ins.text}")
-    if space == "param":
-        raise unsupported(ins, ".param addresses")
+    space = "param" if space == "param::entry" else space
+    if space == "param" and t == "u32":
+        # ptxas: a 32-bit address, and sm_90 has no 32-bit ABI
+        raise PtxError(ins.line, f"cvta.param takes a 64-bit (.u64) address: {ins.text}")
     d, a = operands(ins, 2)
     guard = g.guard(ins)
     if isinstance(a, Sym):
         if to:
             raise PtxError(ins.line, f"cvta.to takes a generic address, not a variable: {ins.text}")
-        expr, vspace = symbol(g, ins, a.name)
+        expr, vspace = _cvta_symbol(g, ins, a.name, space)
         if vspace != space and {vspace, space} != {"global", "const"}:
             raise PtxError(ins.line, f"{a.name} is a .{vspace} variable: {ins.text}")
     else:
@@ -341,7 +344,7 @@ def emit_cvta(g, ins: Instruction) -> None:
         g.ck.uses_shared = True
     elif space == "local":
         g.ck.uses_local = True
-    base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(space, 0)
+    base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "param": PARAM_WINDOW}.get(space, 0)
     if base:
         k = g.const(np.uint64(base))
         expr = f"({expr} - {k})" if to else f"({expr} + {k})"
@@ -349,6 +352,17 @@ def emit_cvta(g, ins: Instruction) -> None:
         g.write(ins, d, f"({expr} & _U64(0xFFFFFFFF)).astype(_U32)", "u32", guard)
     else:
         g.write(ins, d, expr, "u64", guard)
+
+
+def _cvta_symbol(g, ins: Instruction, name: str, space: str):
+    """(expression, space) of a cvta operand that names a variable or kernel parameter."""
+    offset = paramaddr.parameter_offset(g.ck, name)
+    if offset is not None:
+        return g.const(np.uint64(offset)), "param"
+    if space == "param":
+        raise PtxError(ins.line, f"{name} is not a parameter of kernel "
+                                 f"{g.ck.kernel.name}: {ins.text}")
+    return symbol(g, ins, name)
 
 
 # --- mov of a variable's address -------------------------------------------------------
@@ -436,19 +450,24 @@ def _barrier_id_count(ins: Instruction, ops) -> tuple:
 
 
 def emit_isspacep(g, ins: Instruction) -> None:
-    """isspacep.{global,shared,local} p, a: which window a generic address lies in."""
+    """isspacep.{global,shared,local,param} p, a: which window a generic address lies in
+    (the ISA puts the .param window inside .global: both are true for a parameter)."""
     m = Mods(ins)
-    space = take_space(ins, m, "global", "shared", "local", "const", "param")
+    space = take_space(ins, m, "global", "shared", "local", "const", "param", "param::entry")
     m.done()
-    if space not in ("global", "shared", "local"):
+    space = "param" if space == "param::entry" else space
+    if space not in ("global", "shared", "local", "param"):
         raise unsupported(ins, f".{space}" if space else "missing state space")
     d, a = operands(ins, 2)
     x = g.read(ins, a, "u64")
-    sh_lo, lo_lo = g.const(np.uint64(SHARED_WINDOW)), g.const(np.uint64(LOCAL_WINDOW))
-    span = g.const(np.uint64(1 << 32))
-    in_sh = f"(({x} >= {sh_lo}) & ({x} < {sh_lo} + {span}))"
-    in_lo = f"(({x} >= {lo_lo}) & ({x} < {lo_lo} + {span}))"
-    expr = {"shared": in_sh, "local": in_lo, "global": f"(~({in_sh} | {in_lo}))"}[space]
+    span = g.const(np.uint64(WINDOW_SPAN))
+
+    def inside(base):
+        lo = g.const(np.uint64(base))
+        return f"(({x} >= {lo}) & ({x} < {lo} + {span}))"
+    in_sh, in_lo = inside(SHARED_WINDOW), inside(LOCAL_WINDOW)
+    expr = {"shared": in_sh, "local": in_lo, "param": inside(PARAM_WINDOW),
+            "global": f"(~({in_sh} | {in_lo}))"}[space]
     g.write(ins, d, expr, "pred", g.guard(ins))
 
 
