@@ -11,7 +11,8 @@
                    copysign testp
     warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync's member rule
     memops.py      ld st atom red cvta isspacep bar/barrier, mov of a variable's address
-    paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it
+    paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it,
+                   its generic address (cvta.param)
     barred.py      bar.red (popc/and/or)
     matrix.py      ldmatrix, mma.sync (decoding and checking its forms)
     mma_shapes.py  mma's shapes and types, the ISA fragment layouts, its arithmetic
@@ -20,8 +21,9 @@
     wmma.py        wmma.load/mma/store (f16 bf16 s8 u8 tf32 f64 shapes), cvt.rna.tf32.f32
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
+    bulkcopy.py    cp.async.bulk to shared memory, completed on an mbarrier (sm_90)
     mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
-                   pending_count inval), cp.async.mbarrier.arrive
+                   pending_count inval; arrives on another CTA's barrier), cp.async.mbarrier.arrive
     calls.py       `call` of a .func (inlined at load), the .param words of a call
     indirect.py    calls through function pointers (.callprototype): a choice of direct calls
     recursion.py   recursive calls: real calls of an out-of-line copy, a per-thread stack

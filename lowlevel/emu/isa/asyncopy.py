@@ -23,14 +23,15 @@ that reads no bytes (src-size 0, or ignore-src) does not touch global memory and
 checked there. Faults name the kernel, block, thread, PTX line and address.
 
 cp.async.mbarrier.arrive{.noinc}: mbarrier.py (it lands the thread's copies, then arrives).
-Refused at load: cp.async.bulk (TMA), anything else.
+cp.async.bulk (sm_90's bulk copies completed through an mbarrier): bulkcopy.py.
+Refused at load: anything else.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..ptx.errors import PtxError
-from . import mbarrier
+from . import bulkcopy, mbarrier
 from .operands import Mods, operands, unsupported
 from .registry import provide, register
 from ..engine.memory import BASE, AccessFault
@@ -66,8 +67,11 @@ def emit_cp(g, ins: Instruction) -> None:
             raise unsupported(ins, "cp.async.mbarrier form")
         mbarrier.emit_cp_async_arrive(g, ins, m)
         return
+    if m.take("bulk"):
+        bulkcopy.emit_bulk(g, ins, m)
+        return
     for x in ins.mods:
-        if x == "bulk" or x.startswith("bulk"):
+        if x.startswith("bulk"):
             raise unsupported(ins, f".{x} copies")
     cache = m.take("ca", "cg")
     if cache is None:

@@ -234,11 +234,21 @@ def mbar_wait(C, generic: bool, addr, token, parity: bool, iid: int, guard):
         phase_of_token = decode(token)[3]
     done = np.broadcast_to(decode(words)[3] != phase_of_token, (C.n,))
     failed = ~done if active is None else ~done & active
+    land = C.__dict__.get("bulk_land")         # bulk copies counted on it (bulkcopy.py)
+    if land is not None:
+        _land_bulk(C, land, off, ~failed if active is None else active & ~failed, iid)
     if C.lanes is not None:                     # divergent path: failed lanes park
         C.wait_failed = failed
     elif guard is None and failed.any() and np.array_equal(failed, _all(C, active)):
         waits.converged_stall(C, iid)
     return done
+
+
+def _land_bulk(C, land, off, succeeded, iid) -> None:
+    """Let the bulk copies counted on the barriers these waits saw complete land."""
+    if succeeded.any():
+        bars = C.window_index("shared", off[succeeded], 8, 1, iid, "load", succeeded, None)
+        land(C, bars)
 
 
 def _all(C, active):
