@@ -72,6 +72,13 @@ ISSUE = {
     mul.wide.u32 %rd5, %r14, 256;
     add.u64 %rd6, %rd1, %rd5;
     @%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r12], [%rd6], SIZE, [%r13];""",
+    # PTX 8.6: each CTA copies its own slice into its own buf (a .shared::cta destination),
+    # after an L2 prefetch of it
+    "global to own (PTX 8.6)": """
+    mul.wide.u32 %rd5, %r3, 256;
+    add.u64 %rd6, %rd1, %rd5;
+    @%p1 cp.async.bulk.prefetch.L2.global [%rd6], SIZE;
+    @%p1 cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes [%r6], [%rd6], SIZE, [%r5];""",
     # rank 0 copies its slice into both CTAs of the cluster
     "multicast": """
     setp.eq.u32 %p3, %r2, 0;
@@ -99,7 +106,8 @@ def _text(variant, size="256", src_offset=""):
     issue = ISSUE[variant].replace("SIZE", size)
     if src_offset:
         issue = issue.replace("[%rd6]", f"[%rd6+{src_offset}]")
-    return PTX.replace("ISSUE", issue)
+    text = PTX.replace("ISSUE", issue)
+    return text.replace(".version 8.0", ".version 8.6") if "8.6" in variant else text
 
 
 def _expected(x, variant):
