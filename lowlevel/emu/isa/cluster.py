@@ -14,6 +14,10 @@ Generic addresses of other CTAs' shared memory are SHARED_WINDOW plus that.
 engine/spaces.py resolves them (`remote_shared`) for ld/st/atom on .shared::cluster and
 on generic addresses.
 
+getctarank gives the rank of the CTA a shared::cluster (or generic) address points into;
+isspacep.shared::cluster is true for generic addresses of the cluster's shared memory,
+isspacep.shared{::cta} only for the executing CTA's (memops.py asks `in_shared`).
+
 Shared memory of a CTA whose threads have all exited is gone on a GPU: an access to it
 faults here (CUDA_ERROR_ILLEGAL_ADDRESS).
 
@@ -207,6 +211,68 @@ def emit_mapa(g, ins) -> None:
     g.write(ins, d, expr, t, guard)
 
 
+# --- getctarank, and which CTA's shared memory a generic address is in ---------------------
+
+def _rank_plus(C, a, generic: bool, iid: int):
+    """The rank + 1 encoded in shared::cluster addresses `a` (0: the executing CTA's);
+    a generic address must lie in the shared window."""
+    a = np.asarray(a, U64)
+    if generic:
+        inside = (a >= U64(SHARED_WINDOW)) & (a < U64(SHARED_WINDOW + (1 << 32)))
+        if np.ndim(inside) and C.active is not None:
+            inside = inside[C.active]
+        if not np.all(inside):
+            _fault(C, iid, "getctarank of a generic address outside shared memory")
+        a = a - U64(SHARED_WINDOW)
+    return (a >> U64(RANK_SHIFT)).astype(I64)
+
+
+def ctarank(C, a, generic: bool, iid: int):
+    """getctarank: the cluster rank of the CTA whose shared memory `a` points into."""
+    rank_plus = _rank_plus(C, a, generic, iid)
+    n = size(C)
+    if np.any(rank_plus > n):
+        _fault(C, iid, f"getctarank of an address naming CTA rank {int(np.max(rank_plus)) - 1}, "
+                       f"the cluster has {n} CTAs")
+    own = _value(C, "cluster_ctarank").astype(I64)
+    return np.where(rank_plus == 0, own, rank_plus - 1).astype(U32)
+
+
+def in_shared(C, a, cluster_wide: bool):
+    """isspacep.shared::cluster (cluster_wide) / .shared::cta of generic addresses `a`."""
+    a = np.asarray(a, U64)
+    inside = (a >= U64(SHARED_WINDOW)) & (a < U64(SHARED_WINDOW + (1 << 32)))
+    rank_plus = ((a - U64(SHARED_WINDOW)) >> U64(RANK_SHIFT)).astype(I64)
+    if cluster_wide:
+        return inside & (rank_plus <= size(C))
+    own = _value(C, "cluster_ctarank").astype(I64)
+    return inside & ((rank_plus == 0) | (rank_plus - 1 == own))
+
+
+def emit_getctarank(g, ins) -> None:
+    """getctarank{.shared::cluster}.{u32,u64} d, a: the type is the address's size."""
+    m = Mods(ins)
+    space = None
+    for x in list(m.left):
+        if x.startswith("shared"):
+            if x != "shared::cluster":
+                raise unsupported(ins, f"getctarank.{x}")
+            m.left.remove(x)
+            space = x
+    t = m.one_type({"u32", "u64"})
+    m.done()
+    d, a = operands(ins, 2)
+    g.ck.uses_shared = True
+    if isinstance(a, Sym):                   # a variable of the executing CTA
+        a = None
+    elif space is None and t != "u64":
+        raise PtxError(ins.line, f"getctarank of a generic address takes .u64: {ins.text}")
+    addr = g.const(U64(0)) if a is None else g.read(ins, a, t)
+    iid = g.ns["_register_instruction"](ins)
+    g.write(ins, d, f"_ctarank(C, {addr}, {space is None and a is not None}, {iid})", "u32",
+            g.guard(ins))
+
+
 # --- distributed shared memory: spaces.py asks where an address is --------------------------
 
 def remote_shared(C, a, base, iid: int):
@@ -299,5 +365,7 @@ def ends_block(ins) -> bool:
 
 
 provide(_cluster_value=_value, _is_explicit_cluster=lambda C: np.bool_(C.cluster is not None),
-        _envreg=envreg, _mapa_generic=mapa_generic, _cluster_arrive=cluster_arrive, _cluster_wait=cluster_wait)
+        _envreg=envreg, _mapa_generic=mapa_generic, _cluster_arrive=cluster_arrive, _cluster_wait=cluster_wait,
+        _ctarank=ctarank, _in_shared=in_shared)
 register(emit_mapa, "mapa")
+register(emit_getctarank, "getctarank")

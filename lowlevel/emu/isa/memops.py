@@ -5,8 +5,9 @@ Registered into isa/registry.py:
   atom / red    .add .min .max .inc .dec .and .or .xor .exch .cas on global, shared,
                 generic (semantics/scope qualifiers accepted: everything is sequentially
                 consistent here)
-  cvta          .global .const (identity), .shared .local .param (add/remove the generic
-                window; .param: paramaddr.py)
+  cvta          .global .const (identity), .shared{::cta,::cluster} .local .param (add or
+                remove the generic window; .param: paramaddr.py)
+  isspacep      .global .shared{::cta,::cluster} .local .param (.shared: cluster.py)
   bar/barrier   .sync (id and optional thread count, immediates), bar.cta.sync,
                 barrier.sync.aligned: end their basic block (see engine/scheduler.py);
                 bar.warp.sync: checks the member mask (warp.py), nothing to wait for
@@ -321,12 +322,13 @@ def emit_atom(g, ins: Instruction) -> None:
 def emit_cvta(g, ins: Instruction) -> None:
     m = Mods(ins)
     to = m.take("to")
-    space = take_space(ins, m, "global", "shared", "local", "const", "param", "param::entry")
+    space = take_space(ins, m, "global", "shared", "local", "const", "param", "param::entry",
+                       cluster_ok=True)
     t = m.one_type({"u32", "u64"})
     m.done()
     if space is None:
         raise PtxError(ins.line, f"cvta needs a state space: {ins.text}")
-    space = "param" if space == "param::entry" else space
+    space = {"param::entry": "param", "shared::cluster": "shared"}.get(space, space)
     if space == "param" and t == "u32":
         # ptxas: a 32-bit address, and sm_90 has no 32-bit ABI
         raise PtxError(ins.line, f"cvta.param takes a 64-bit (.u64) address: {ins.text}")
@@ -453,10 +455,11 @@ def emit_isspacep(g, ins: Instruction) -> None:
     """isspacep.{global,shared,local,param} p, a: which window a generic address lies in
     (the ISA puts the .param window inside .global: both are true for a parameter)."""
     m = Mods(ins)
-    space = take_space(ins, m, "global", "shared", "local", "const", "param", "param::entry")
+    space = take_space(ins, m, "global", "shared", "local", "const", "param", "param::entry",
+                       cluster_ok=True)
     m.done()
     space = "param" if space == "param::entry" else space
-    if space not in ("global", "shared", "local", "param"):
+    if space not in ("global", "shared", "shared::cluster", "local", "param"):
         raise unsupported(ins, f".{space}" if space else "missing state space")
     d, a = operands(ins, 2)
     x = g.read(ins, a, "u64")
@@ -466,8 +469,9 @@ def emit_isspacep(g, ins: Instruction) -> None:
         lo = g.const(np.uint64(base))
         return f"(({x} >= {lo}) & ({x} < {lo} + {span}))"
     in_sh, in_lo = inside(SHARED_WINDOW), inside(LOCAL_WINDOW)
-    expr = {"shared": in_sh, "local": in_lo, "param": inside(PARAM_WINDOW),
-            "global": f"(~({in_sh} | {in_lo}))"}[space]
+    expr = {"local": in_lo, "param": inside(PARAM_WINDOW), "global": f"(~({in_sh} | {in_lo}))",
+            "shared": f"_in_shared(C, {x}, False)",             # this CTA's (cluster.py)
+            "shared::cluster": f"_in_shared(C, {x}, True)"}[space]
     g.write(ins, d, expr, "pred", g.guard(ins))
 
 
