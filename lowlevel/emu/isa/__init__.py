@@ -22,6 +22,7 @@
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
     bulkcopy.py    cp.async.bulk to shared memory, completed on an mbarrier (sm_90)
+    memhints.py    prefetch prefetchu applypriority discard createpolicy
     mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
                    pending_count inval; arrives on another CTA's barrier), cp.async.mbarrier.arrive
     calls.py       `call` of a .func (inlined at load), the .param words of a call
@@ -41,5 +42,5 @@ The decoder (engine/decode.py) imports this package once, so every family has re
 before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, barred, bits, calls, carry, cluster, compare, convert, devassert, half, halfmore,  # noqa: F401
-               heap, indirect, matrix, matrix_store, mbarrier, memops, paramaddr, printf, recursion, simd, specials,
+               heap, indirect, matrix, matrix_store, mbarrier, memhints, memops, paramaddr, printf, recursion, simd, specials,
                warp, wmma)
