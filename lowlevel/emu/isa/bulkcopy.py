@@ -144,7 +144,15 @@ def bulk_copy(C, dst, src, size, mbar, from_global: bool, mask, iid: int, guard)
         sel[np.flatnonzero(act)[who]] = True
         d_t = np.where(sel, _with_rank(full["d"], rank_bits), _U64(0))
         m_t = np.where(sel, _with_rank(full["m"], rank_bits), _U64(0))
-        _complete(C, d_t, m_t, full["n"], sel, [data[j] for j in who], iid)
+        writes = [_copy_write(data[j]) for j in who]
+        complete_tx(C, d_t, m_t, full["n"], sel, writes, iid)
+
+
+def _copy_write(data):
+    """The pending write of one copy: its bytes at the destination's byte index."""
+    def write(C, dst):
+        C.smem[dst:dst + data.size] = data
+    return write
 
 
 def _check(C, d, s, n, lanes, iid) -> None:
@@ -175,14 +183,16 @@ def _read(C, s: int, n: int, from_global: bool, act, j: int, lanes, iid):
     return C.smem[start:start + n].copy()
 
 
-def _window(C, a: int, n: int, act, j: int, iid, kind="store", remote=True) -> int:
+def _window(C, a: int, n: int, act, j: int, iid, kind="store", remote=True, unit=16) -> int:
     """The batch's shared-memory byte index of shared(::cluster) address `a` of lane j
-    of the active lanes, checking the n bytes lie in one CTA's window."""
+    of the active lanes, checking the n bytes lie in one CTA's window (and `a` is aligned
+    to `unit`)."""
     one = np.zeros(C.n, bool)
     one[np.flatnonzero(act)[j]] = True
-    first = C.window_index("shared", np.array([a], _U64), 16, 1, iid, kind, one, None, remote=remote)
-    # the last 16 bytes in the window too (same CTA: the rank bits do not change)
-    C.window_index("shared", np.array([a + n - 16], _U64), 16, 1, iid, kind, one, None, remote=remote)
+    first = C.window_index("shared", np.array([a], _U64), unit, 1, iid, kind, one, None, remote=remote)
+    if n > unit:    # the last bytes in the window too (same CTA: the rank bits do not change)
+        C.window_index("shared", np.array([a + n - unit], _U64), unit, 1, iid, kind, one, None,
+                       remote=remote)
     return int(first[0])
 
 
@@ -206,8 +216,10 @@ def _with_rank(a, rank):
     return ((a & _U64(OFFSET_MASK)) | (_U64(rank + 1) << _U64(RANK_SHIFT))).astype(_U64)
 
 
-def _complete(C, d, mb, n, sel, data, iid) -> None:
-    """complete_tx of each selected lane's size on its barrier, and its bytes pending."""
+def complete_tx(C, d, mb, n, sel, writes, iid, unit=16) -> None:
+    """complete_tx of each selected lane's size `n` on its barrier `mb`, and its write
+    (a function of the context and the destination's byte index) pending until a wait
+    sees that phase over. d, mb, n: over the current lanes; writes: one per selected lane."""
     lanes_j = np.flatnonzero(sel)
     b = ((_U64(0) - n) & _U64(0xFFFFFFFF)) << _U64(32)
     old = mbarrier.mbar_update(C, "arrive", "cluster", mb, b, False, iid, sel)
@@ -215,12 +227,12 @@ def _complete(C, d, mb, n, sel, data, iid) -> None:
     pending = _pending(C)
     for k, lane in enumerate(lanes_j):
         size = int(n[lane])
-        dst = _window(C, int(d[lane]), size, sel, k, iid)
+        dst = _window(C, int(d[lane]), size, sel, k, iid, unit=unit)
         bar = _bar_index(C, mb, sel, k, iid)
         if bar // C.smem_stride != dst // C.smem_stride:
             _fault(C, "CUDA_ERROR_LAUNCH_FAILED", int(C.batch_lanes(sel, None)[k]), iid,
                    "cp.async.bulk completes on an mbarrier outside the destination's CTA")
-        pending.append((bar, int(np.broadcast_to(phases, (C.n,))[lane]), dst, data[k]))
+        pending.append((bar, int(np.broadcast_to(phases, (C.n,))[lane]), dst, writes[k]))
     C.__dict__["bulk_land"] = land
 
 
@@ -231,8 +243,8 @@ def _bar_index(C, mb, sel, k, iid) -> int:
 
 
 def _pending(C) -> list:
-    """The batch's copies not landed yet: (barrier byte index, its phase when counted,
-    destination byte index, bytes)."""
+    """The batch's writes not landed yet: (barrier byte index, its phase when counted,
+    destination byte index, write)."""
     state = C.__dict__.get("_bulk_pending")
     if state is None or state[0] != C.first_cta:
         state = C.__dict__["_bulk_pending"] = (C.first_cta, [])
@@ -247,11 +259,12 @@ def land(C, bars) -> None:
         return
     bars = set(int(b) for b in np.unique(bars))
     keep = []
-    for bar, phase, dst, data in pending:
+    for entry in pending:
+        bar, phase, dst, write = entry
         if bar in bars and _phase(C, bar) != phase:
-            C.smem[dst:dst + data.size] = data
+            write(C, dst)
         else:
-            keep.append((bar, phase, dst, data))
+            keep.append(entry)
     pending[:] = keep
 
 
@@ -261,4 +274,4 @@ def _phase(C, bar: int) -> int:
 
 provide(_bulk_copy=bulk_copy)
 
-__all__ = ["emit_bulk", "bulk_copy", "land"]
+__all__ = ["emit_bulk", "bulk_copy", "complete_tx", "land"]

@@ -7,7 +7,8 @@
 
 An emitter registers for an opcode and a form: ANY takes every instruction of that opcode;
 a type family ("f16", "bf16": the half types and their pairs) takes the instructions of
-that type; CARRY (`.cc`) and SYMBOL (`mov d, variable`) take those forms. `lookup` tries
+that type; CARRY (`.cc`), SYMBOL (`mov d, variable`) and ASYNC (`st.async`, `red.async`)
+take those forms. `lookup` tries
 the instruction's own forms first, then ANY. Every key is registered once (a second
 registration is an error), so nothing depends on the order the families are imported in
 and no emitter wraps another.
@@ -21,6 +22,7 @@ from ..ptx.ir import Instruction, Sym
 ANY = ""
 CARRY = "cc"
 SYMBOL = "symbol"
+ASYNC = "async"
 TYPE_FAMILIES = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16",
                  "s16x2": "i16x2", "u16x2": "i16x2", "tf32": "tf32"}
 
@@ -60,6 +62,8 @@ def forms_of(ins: Instruction) -> list[str]:
     forms = [TYPE_FAMILIES[m] for m in ins.mods if m in TYPE_FAMILIES][:1]
     if "cc" in ins.mods:
         forms.append(CARRY)
+    if "async" in ins.mods:
+        forms.append(ASYNC)
     if len(ins.operands) == 2 and isinstance(ins.operands[1], Sym):
         forms.append(SYMBOL)
     return [*forms, ANY]
