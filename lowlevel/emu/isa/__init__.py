@@ -24,6 +24,7 @@
     bulkcopy.py    cp.async.bulk to shared memory, completed on an mbarrier (sm_90)
     memhints.py    prefetch prefetchu applypriority discard createpolicy
     asyncstore.py  st.async, red.async into a cluster peer's shared memory (sm_90)
+    griddep.py     griddepcontrol (programmatic dependent launch): nothing to wait for here
     mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
                    pending_count inval; arrives on another CTA's barrier), cp.async.mbarrier.arrive
     calls.py       `call` of a .func (inlined at load), the .param words of a call
@@ -42,6 +43,6 @@
 The decoder (engine/decode.py) imports this package once, so every family has registered
 before it reads the registry; no family imports the decoder.
 """
-from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert, devassert, half, halfmore,  # noqa: F401
+from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert, devassert, griddep, half, halfmore,  # noqa: F401
                heap, indirect, matrix, matrix_store, mbarrier, memhints, memops, paramaddr, printf, recursion, simd, specials,
                warp, wmma)

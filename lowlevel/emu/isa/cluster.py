@@ -194,21 +194,28 @@ def emit_mapa(g, ins) -> None:
     t = m.one_type({"u32", "u64"})
     m.done()
     d, a, b = operands(ins, 3)
-    if isinstance(a, Sym):
-        raise unsupported(ins, "mapa of a variable name (load its address into a register first)")
     guard = g.guard(ins)
     rank = g.read(ins, b, "u32")
     iid = g.ns["_register_instruction"](ins)
     g.ck.uses_shared = True
     if space is None:
-        g.write(ins, d, f"_mapa_generic(C, {g.read(ins, a, 'u64')}, {rank}, {iid})", "u64", guard)
+        src = _variable(g, ins, a, SHARED_WINDOW) if isinstance(a, Sym) else g.read(ins, a, "u64")
+        g.write(ins, d, f"_mapa_generic(C, {src}, {rank}, {iid})", "u64", guard)
         return
-    src = g.read(ins, a, t)
+    src = _variable(g, ins, a, 0) if isinstance(a, Sym) else g.read(ins, a, t)
     shift, mask, one = g.const(U64(RANK_SHIFT)), g.const(U64(OFFSET_MASK)), g.const(U64(1))
     expr = f"((({rank}).astype(_U64) + {one}) << {shift}) | (({src}).astype(_U64) & {mask})"
     if t == "u32":
         expr = f"({expr}).astype(_U32)"
     g.write(ins, d, expr, t, guard)
+
+
+def _variable(g, ins, a, base: int):
+    """The address of shared variable `a` (its offset, plus `base` for a generic one)."""
+    offset = g.ck.layout.shared.get(a.name)
+    if offset is None:
+        raise PtxError(ins.line, f"mapa of {a.name}, which is not a .shared variable: {ins.text}")
+    return g.const(U64(base + offset))
 
 
 # --- getctarank, and which CTA's shared memory a generic address is in ---------------------

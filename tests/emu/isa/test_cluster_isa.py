@@ -186,3 +186,35 @@ def test_getctarank_of_a_global_address_faults(mem):
     out = Buf(mem, n=64, dtype=np.uint64)
     with pytest.raises(KernelFault, match="getctarank of a generic address outside shared memory"):
         _run(mem, "  getctarank.u64 %r8, %rd1;", (2, 1, 1), (2, 1, 1), out)
+
+
+def test_mapa_of_a_variable_name(mem):
+    """mapa.shared::cluster and generic mapa of `slot` itself reach the peer's slot."""
+    body = """
+  mul.wide.u32 %rd2, %r1, 8;
+  cvt.u64.u32 %rd3, %r3;
+  mov.u32 %r4, slot;
+  cvt.u64.u32 %rd4, %r4;
+  add.u64 %rd4, %rd4, %rd2;
+  cvt.u32.u64 %r4, %rd4;
+  st.shared.u64 [%r4], %rd3;
+  barrier.cluster.arrive;
+  barrier.cluster.wait;
+  xor.b32 %r5, %r2, 1;
+  mapa.shared::cluster.u32 %r6, slot, %r5;
+  ld.shared::cluster.u64 %rd5, [%r6];
+  mapa.u64 %rd6, slot, %r5;
+  ld.u64 %rd7, [%rd6+8];
+  add.u64 %rd5, %rd5, %rd7;
+  mul.wide.u32 %rd8, %r3, 8;
+  add.u64 %rd9, %rd1, %rd8;
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 st.global.u64 [%rd9], %rd5;
+  barrier.cluster.arrive;
+  barrier.cluster.wait;
+"""
+    from helpers.ptxas import assemble_sm90
+    assemble_sm90(_kernel(body))
+    out = Buf(mem, n=4, dtype=np.uint64)
+    _run(mem, body, (4, 1, 1), (2, 1, 1), out)
+    np.testing.assert_array_equal(out.read(), 2 * (np.arange(4) ^ 1))
