@@ -25,6 +25,7 @@
     memhints.py    prefetch prefetchu applypriority discard createpolicy
     asyncstore.py  st.async, red.async into a cluster peer's shared memory (sm_90)
     griddep.py     griddepcontrol (programmatic dependent launch): nothing to wait for here
+    vecatom.py     atom/red.global.v2/.v4/.v8 (f32, f16, bf16 and pairs: add)
     mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
                    pending_count inval; arrives on another CTA's barrier), cp.async.mbarrier.arrive
     calls.py       `call` of a .func (inlined at load), the .param words of a call
@@ -45,4 +46,4 @@ before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert, devassert, griddep, half, halfmore,  # noqa: F401
                heap, indirect, matrix, matrix_store, mbarrier, memhints, memops, paramaddr, printf, recursion, simd, specials,
-               warp, wmma)
+               vecatom, warp, wmma)

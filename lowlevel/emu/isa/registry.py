@@ -7,8 +7,8 @@
 
 An emitter registers for an opcode and a form: ANY takes every instruction of that opcode;
 a type family ("f16", "bf16": the half types and their pairs) takes the instructions of
-that type; CARRY (`.cc`), SYMBOL (`mov d, variable`) and ASYNC (`st.async`, `red.async`)
-take those forms. `lookup` tries
+that type; CARRY (`.cc`), SYMBOL (`mov d, variable`), ASYNC (`st.async`, `red.async`) and
+VECTOR (.v2/.v4/.v8 of an opcode that has such an emitter: vector atomics) take those forms. `lookup` tries
 the instruction's own forms first, then ANY. Every key is registered once (a second
 registration is an error), so nothing depends on the order the families are imported in
 and no emitter wraps another.
@@ -23,6 +23,8 @@ ANY = ""
 CARRY = "cc"
 SYMBOL = "symbol"
 ASYNC = "async"
+VECTOR = "vector"
+_VECTORS = {"v2", "v4", "v8"}
 TYPE_FAMILIES = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16",
                  "s16x2": "i16x2", "u16x2": "i16x2", "tf32": "tf32"}
 
@@ -64,6 +66,8 @@ def forms_of(ins: Instruction) -> list[str]:
         forms.append(CARRY)
     if "async" in ins.mods:
         forms.append(ASYNC)
+    if _VECTORS.intersection(ins.mods):
+        forms.append(VECTOR)
     if len(ins.operands) == 2 and isinstance(ins.operands[1], Sym):
         forms.append(SYMBOL)
     return [*forms, ANY]
