@@ -89,6 +89,8 @@ def test_peers_store_and_add_into_each_other(driver, rng):
 
 
 def test_more_bytes_expected_than_stored_is_a_deadlock(driver, rng):
+    if driver.kind != "emu":
+        pytest.skip("a GPU hangs on it")
     x = rng.integers(0, 2**32, 2 * BLOCK, dtype=np.uint32)
     _function(tx=BLOCK * 12 + 4).launch(2, BLOCK, (upload(x), device_poisoned(2 * BLOCK * 16)),
                                         cluster=(2, 1, 1))

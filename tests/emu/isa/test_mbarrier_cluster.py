@@ -92,6 +92,8 @@ def test_rank_0_arrives_on_rank_1s_barrier_and_rank_1_reads_its_data(driver, rng
 def test_a_remote_barrier_that_never_completes_is_a_deadlock(driver, rng):
     """Rank 1's barrier expects one arrival more than rank 0's threads give: its waiters
     can never go on, which a GPU hangs on; here the launch fails at once."""
+    if driver.kind != "emu":
+        pytest.skip("a GPU hangs on it")
     x = rng.integers(0, 2**30, BLOCK, dtype=np.uint32)
     f = _kernel(arrivals=BLOCK + 1)
     f.launch(2, BLOCK, (upload(x), device_poisoned(x.nbytes)), cluster=(2, 1, 1))
