@@ -46,6 +46,12 @@ def param_gather(C, addrs, size: int, vec: int, dtype, guard, ins: Instruction):
     raw = bytes(C.params)
     for lane in lanes:
         a = int(addrs[lane])
+        if a > PARAM_SPACE_BYTES - size * vec:
+            raise KernelFault("CUDA_ERROR_ILLEGAL_ADDRESS",
+                              f"ld.param of {size * vec} bytes at parameter address {a:#x}, "
+                              f"outside the {PARAM_SPACE_BYTES}-byte parameter space (a generic "
+                              f"address needs cvta.to.param), thread {lane} (line {ins.line}: "
+                              f"{ins.text})")
         if a % (size * vec):
             raise KernelFault("CUDA_ERROR_MISALIGNED_ADDRESS",
                               f"misaligned ld.param of {size * vec} bytes at parameter "

@@ -154,3 +154,15 @@ def test_misaligned_generic_parameter_load_faults(driver):
     with pytest.raises(cuda.CudaError) as e:
         cuda.synchronize()
     assert e.value.name == "CUDA_ERROR_MISALIGNED_ADDRESS"
+
+
+def test_ld_param_of_a_generic_address_faults(driver):
+    """ld.param through the generic address itself (no cvta.to.param): an address outside
+    the parameter space, not the 0xFF that reads past the last parameter give."""
+    if driver.kind != "emu":
+        pytest.skip("undefined behaviour on a GPU, a fault on the emulated one")
+    f = _generic("ld.param.u32 %r9, [%rd2];")
+    f.launch(1, 32, (bytes(48), cuda.mem_alloc(32 * 8)))
+    with pytest.raises(cuda.CudaError) as e:
+        cuda.synchronize()
+    assert e.value.name == "CUDA_ERROR_ILLEGAL_ADDRESS"
