@@ -124,3 +124,46 @@ def test_forms_ptxas_refuses_are_refused(line, message):
     text = PTX.replace("ARRIVALS", "64").replace("ARRIVE\n", line + "\n")
     with pytest.raises(PtxError, match=message):
         load_ptx(text)
+
+
+CLUSTER_CU = r"""
+#include <cuda/ptx>
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+namespace ptx = cuda::ptx;
+// rank 0 writes into rank 1's buf through DSMEM and arrives on rank 1's barrier
+// (cuda::ptx's wrappers of the .shared::cluster forms); rank 1 waits with cluster scope
+extern "C" __global__ void __cluster_dims__(2, 1, 1) relay(const int* in, int* out) {
+    __shared__ uint64_t bar;
+    __shared__ int buf[64];
+    cg::cluster_group cluster = cg::this_cluster();
+    unsigned rank = cluster.block_rank();
+    if (threadIdx.x == 0 && rank == 1) ptx::mbarrier_init(&bar, blockDim.x);
+    ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
+    cluster.sync();
+    unsigned slice = blockIdx.x / 2 * 64 + threadIdx.x;
+    if (rank == 0) {
+        int* peer_buf = cluster.map_shared_rank(buf, 1);
+        uint64_t* peer_bar = cluster.map_shared_rank(&bar, 1);
+        peer_buf[threadIdx.x] = in[slice] * 5;
+        ptx::mbarrier_arrive(ptx::sem_release, ptx::scope_cluster, ptx::space_cluster, peer_bar);
+    } else {
+        while (!ptx::mbarrier_try_wait_parity(ptx::sem_acquire, ptx::scope_cluster, &bar, 0)) {}
+        out[slice] = buf[threadIdx.x];
+    }
+}
+"""
+
+
+def test_cuda_ptx_remote_arrive_from_cuda_c(driver, rng):
+    from cuda.pathfinder import find_nvidia_header_directory
+    from helpers.cuda_c import nvrtc_ptx
+    inc = find_nvidia_header_directory("cccl")
+    if inc is None:
+        pytest.skip("the CCCL headers (cuda/ptx) are not installed")
+    ptx = nvrtc_ptx(CLUSTER_CU, arch="compute_90", options=[f"-I{inc}"])
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
+    x = rng.integers(-2**20, 2**20, 2 * 64).astype(np.int32)
+    out = device_poisoned(x.nbytes)
+    cuda.Module.from_ptx(ptx).get_function("relay").launch(4, 64, (upload(x), out))
+    np.testing.assert_array_equal(download(out, x.shape, np.int32), x * 5)
