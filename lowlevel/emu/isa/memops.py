@@ -1,7 +1,7 @@
 """Code generation for memory instructions in every state space, atomics and barriers.
 
 Registered into isa/registry.py:
-  ld / st       .global .const .shared .local .param(ld) and generic (no space)
+  ld / st       .global .const .shared .local .param(ld) and generic (no space); ldu as ld
   atom / red    .add .min .max .inc .dec .and .or .xor .exch .cas on global, shared,
                 generic (semantics/scope qualifiers accepted: everything is sequentially
                 consistent here)
@@ -162,6 +162,8 @@ def _call(space: str, what: str) -> str:
 def emit_ld(g, ins: Instruction) -> None:
     m = Mods(ins)
     space, vec, t = _memory_mods(ins, m)
+    if ins.opcode == "ldu" and space not in ("global", "generic"):
+        raise PtxError(ins.line, f"ldu loads from .global (or a generic address): {ins.text}")
     ops = operands_less_policy(g, ins, 2)
     if len(ops) != 2:
         raise PtxError(ins.line, f"ld takes 2 operands: {ins.text}")
@@ -476,7 +478,7 @@ def emit_isspacep(g, ins: Instruction) -> None:
 
 
 register(emit_isspacep, "isspacep")
-register(emit_ld, "ld")
+register(emit_ld, "ld", "ldu")        # ldu: a load of read-only data (.global or generic)
 register(emit_st, "st")
 register(emit_atom, "atom", "red")
 register(emit_cvta, "cvta")

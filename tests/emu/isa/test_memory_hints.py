@@ -81,3 +81,42 @@ def test_malformed_hints_are_refused_at_load(line):
     from lowlevel.emu.ptx.errors import PtxError
     with pytest.raises(PtxError):
         load_ptx(PTX.replace("DISCARD", line))
+
+
+LDU = r"""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry uniform(.param .u64 x_p, .param .u64 out_p)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [x_p];
+    ld.param.u64 %rd2, [out_p];
+    mov.u32 %r1, %tid.x;
+    ldu.global.u32 %r2, [%rd1+4];              // the same address in every thread
+    cvta.global.u64 %rd3, %rd1;
+    ldu.v2.u32 {%r3, %r4}, [%rd3+8];           // generic
+    and.b32 %r5, %r1, 3;
+    mul.wide.u32 %rd4, %r5, 4;
+    add.u64 %rd5, %rd1, %rd4;
+    ldu.global.u32 %r6, [%rd5];                // per-thread addresses read per thread
+    add.u32 %r2, %r2, %r3;
+    add.u32 %r2, %r2, %r4;
+    add.u32 %r2, %r2, %r6;
+    mul.wide.u32 %rd6, %r1, 4;
+    add.u64 %rd7, %rd2, %rd6;
+    st.global.u32 [%rd7], %r2;
+    ret;
+}
+"""
+
+
+def test_ldu_loads_like_ld(driver, rng):
+    """ldu (load read-only data), .global and generic, scalar and .v2."""
+    assemble_sm90(LDU)
+    x = rng.integers(0, 2**20, 4, dtype=np.uint32)
+    out = device_poisoned(64 * 4)
+    cuda.Module.from_ptx(LDU).get_function("uniform").launch(1, 64, (upload(x), out))
+    want = x[1] + x[2] + x[3] + x[np.arange(64) % 4]
+    np.testing.assert_array_equal(download(out, (64,), np.uint32), want)
