@@ -10,7 +10,8 @@
     bits.py        popc clz brev bfind fns bfe bfi prmt lop3 shf mul24 sad dp4a/dp2a slct
                    copysign testp
     warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync's member rule
-    memops.py      ld st atom red cvta isspacep bar/barrier, mov of a variable's address
+    memops.py      ld ldu st atom red cvta bar/barrier, mov of a variable's address
+    spacep.py      isspacep
     paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it,
                    its generic address (cvta.param)
     barred.py      bar.red (popc/and/or)
@@ -45,5 +46,5 @@ The decoder (engine/decode.py) imports this package once, so every family has re
 before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert, devassert, griddep, half, halfmore,  # noqa: F401
-               heap, indirect, matrix, matrix_store, mbarrier, memhints, memops, paramaddr, printf, recursion, simd, specials,
+               heap, indirect, matrix, matrix_store, mbarrier, memhints, memops, paramaddr, printf, recursion, simd, spacep, specials,
                vecatom, warp, wmma)

@@ -7,7 +7,7 @@ Registered into isa/registry.py:
                 consistent here)
   cvta          .global .const (identity), .shared{::cta,::cluster} .local .param (add or
                 remove the generic window; .param: paramaddr.py)
-  isspacep      .global .shared{::cta,::cluster} .local .param (.shared: cluster.py)
+  isspacep      spacep.py
   bar/barrier   .sync (id and optional thread count, immediates), bar.cta.sync,
                 barrier.sync.aligned: end their basic block (see engine/scheduler.py);
                 bar.warp.sync: checks the member mask (warp.py), nothing to wait for
@@ -27,7 +27,7 @@ import numpy as np
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
 from . import barred, cluster, halfmore, paramaddr
-from .addressing import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SPAN
+from .addressing import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from .operands import CACHE_MODS, Mods, operands, unsupported, view_name
 from .registry import SYMBOL, register
 
@@ -453,31 +453,6 @@ def _barrier_id_count(ins: Instruction, ops) -> tuple:
     return bid, count
 
 
-def emit_isspacep(g, ins: Instruction) -> None:
-    """isspacep.{global,shared,local,param} p, a: which window a generic address lies in
-    (the ISA puts the .param window inside .global: both are true for a parameter)."""
-    m = Mods(ins)
-    space = take_space(ins, m, "global", "shared", "local", "const", "param", "param::entry",
-                       cluster_ok=True)
-    m.done()
-    space = "param" if space == "param::entry" else space
-    if space not in ("global", "shared", "shared::cluster", "local", "param"):
-        raise unsupported(ins, f".{space}" if space else "missing state space")
-    d, a = operands(ins, 2)
-    x = g.read(ins, a, "u64")
-    span = g.const(np.uint64(WINDOW_SPAN))
-
-    def inside(base):
-        lo = g.const(np.uint64(base))
-        return f"(({x} >= {lo}) & ({x} < {lo} + {span}))"
-    in_sh, in_lo = inside(SHARED_WINDOW), inside(LOCAL_WINDOW)
-    expr = {"local": in_lo, "param": inside(PARAM_WINDOW), "global": f"(~({in_sh} | {in_lo}))",
-            "shared": f"_in_shared(C, {x}, False)",             # this CTA's (cluster.py)
-            "shared::cluster": f"_in_shared(C, {x}, True)"}[space]
-    g.write(ins, d, expr, "pred", g.guard(ins))
-
-
-register(emit_isspacep, "isspacep")
 register(emit_ld, "ld", "ldu")        # ldu: a load of read-only data (.global or generic)
 register(emit_st, "st")
 register(emit_atom, "atom", "red")
