@@ -45,6 +45,9 @@ def emit_cp(g, ins: Instruction) -> None:
     m = Mods(ins)
     if m.take("async") is None:
         raise unsupported(ins)
+    if m.take("bulk"):                            # its own groups and waits (bulkcopy.py)
+        bulkcopy.emit_bulk(g, ins, m)
+        return
     if m.take("commit_group"):
         m.done()
         operands(ins, 0)
@@ -66,9 +69,6 @@ def emit_cp(g, ins: Instruction) -> None:
         if m.take("arrive") is None:
             raise unsupported(ins, "cp.async.mbarrier form")
         mbarrier.emit_cp_async_arrive(g, ins, m)
-        return
-    if m.take("bulk"):
-        bulkcopy.emit_bulk(g, ins, m)
         return
     for x in ins.mods:
         if x.startswith("bulk"):

@@ -55,6 +55,8 @@ _HINTS = {"L2::cache_hint"}
 
 def emit_bulk(g, ins: Instruction, m) -> None:
     """cp.async.bulk... (called by asyncopy.emit_cp with `async` and `bulk` taken)."""
+    if m.take("reduce"):
+        raise unsupported(ins, "cp.reduce.async.bulk: not implemented by the emulator")
     for form in ("tensor", "commit_group", "wait_group"):
         if m.take(form):
             raise unsupported(ins, f"cp.async.bulk.{form}: not implemented by the emulator")
