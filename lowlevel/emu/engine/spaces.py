@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..isa import cluster
-from ..isa.addressing import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SPAN
+from ..isa import cluster, paramaddr
+from ..isa.addressing import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SPAN
 from ..isa.numerics import UINT
 from ..ptx.ir import TYPES
 from .atomics import atomic_rmw
@@ -198,12 +198,14 @@ class SpacesMixin:
         return off // size
 
     def _split_generic(self, a):
-        """Masks (shared, local) over generic addresses, or None when all are global."""
+        """Masks (shared, local, kernel parameters) over generic addresses, or None when
+        all are global."""
         if a.size == 0 or int(a.max()) < SHARED_WINDOW:
             return None
         sh = (a >= _U64(SHARED_WINDOW)) & (a < _U64(SHARED_WINDOW + WINDOW_SPAN))
         lo = (a >= _U64(LOCAL_WINDOW)) & (a < _U64(LOCAL_WINDOW + WINDOW_SPAN))
-        return sh, lo
+        pa = (a >= _U64(PARAM_WINDOW)) & (a < _U64(PARAM_WINDOW + WINDOW_SPAN))
+        return sh, lo, pa
 
     def _parts(self, space, a, nbytes, size, iid, kind, active):
         """[(sub mask or None, view array, element indices, space name)] for the accessing
@@ -219,9 +221,9 @@ class SpacesMixin:
         if space == "generic":
             split = self._split_generic(a)
             if split is not None:
-                sh, lo = split
+                sh, lo, pa = split
                 parts = []
-                gl = ~(sh | lo)
+                gl = ~(sh | lo | pa)
                 if gl.any():
                     parts.append((gl, self.memory.u8,
                                   self.global_index(a[gl], nbytes, size, iid, kind, active, gl,
@@ -236,6 +238,9 @@ class SpacesMixin:
                     parts.append((lo, self.lmem, self.window_index(
                         "local", a[lo] - _U64(LOCAL_WINDOW), nbytes, size, iid, kind,
                         active, lo, LOCAL_WINDOW), "local"))
+                if pa.any():            # cvta.param addresses (isa/paramaddr.py)
+                    parts.append((pa, *paramaddr.window_part(
+                        self, a[pa] - _U64(PARAM_WINDOW), nbytes, size, iid, kind, active, pa), "param"))
                 return parts
         return [(None, self.memory.u8,
                  self.global_index(a, nbytes, size, iid, kind, active, None, space), "global")]

@@ -10,8 +10,10 @@
     bits.py        popc clz brev bfind fns bfe bfi prmt lop3 shf mul24 sad dp4a/dp2a slct
                    copysign testp
     warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync's member rule
-    memops.py      ld st atom red cvta isspacep bar/barrier, mov of a variable's address
-    paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it
+    memops.py      ld ldu st atom red cvta bar/barrier, mov of a variable's address
+    spacep.py      isspacep
+    paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it,
+                   its generic address (cvta.param)
     barred.py      bar.red (popc/and/or)
     matrix.py      ldmatrix, mma.sync (decoding and checking its forms)
     mma_shapes.py  mma's shapes and types, the ISA fragment layouts, its arithmetic
@@ -22,8 +24,13 @@
     lowfloat.py    the 8-bit floats (.e4m3x2/.e5m2x2 cvt, their values) and the tf32 cvt forms
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
+    bulkcopy.py    cp.async.bulk to shared memory, completed on an mbarrier (sm_90)
+    memhints.py    prefetch prefetchu applypriority discard createpolicy
+    asyncstore.py  st.async, red.async into a cluster peer's shared memory (sm_90)
+    griddep.py     griddepcontrol (programmatic dependent launch): nothing to wait for here
+    vecatom.py     atom/red.global.v2/.v4/.v8 (f32, f16, bf16 and pairs: add)
     mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
-                   pending_count inval), cp.async.mbarrier.arrive
+                   pending_count inval; arrives on another CTA's barrier), cp.async.mbarrier.arrive
     calls.py       `call` of a .func (inlined at load), the .param words of a call
     indirect.py    calls through function pointers (.callprototype): a choice of direct calls
     recursion.py   recursive calls: real calls of an out-of-line copy, a per-thread stack
@@ -40,6 +47,7 @@
 The decoder (engine/decode.py) imports this package once, so every family has registered
 before it reads the registry; no family imports the decoder.
 """
-from . import (arith, asyncopy, barred, bits, calls, carry, cluster, compare, convert, devassert, half, halfmore,  # noqa: F401
-               heap, indirect, lowfloat, matrix, matrix_store, mbarrier, memops, mma_sparse, paramaddr, printf,
-               recursion, simd, specials, warp, wmma)
+from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
+               devassert, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
+               mbarrier, memhints, memops, mma_sparse, paramaddr, printf, recursion, simd, spacep,
+               specials, vecatom, warp, wmma)

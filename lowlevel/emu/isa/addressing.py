@@ -4,9 +4,12 @@
 - shared: an offset into the CTA's shared window: static variables in declaration order
   at their alignment, then the dynamic `.extern .shared` part, aligned to 16 or more;
 - local: an offset into the thread's local window, 0 .. local_bytes;
+- param: an offset into the kernel's parameter buffer (`mov %rd, param`, paramaddr.py);
 - generic: a global address as is; shared offset + SHARED_WINDOW; local offset +
-  LOCAL_WINDOW. The two windows lie at 2^48 and 2^49, far above any arena address, and
-  span 2^32 each; `cvta` adds or removes these bases.
+  LOCAL_WINDOW; parameter offset + PARAM_WINDOW (cvta.param, PTX 7.7). The windows lie at
+  2^48, 2^49 and 2^50, far above any arena address, and span 2^32 each; `cvta` adds or
+  removes these bases. (The ISA puts the .param window inside the .global one: here it is
+  outside the arena, so isspacep.global is true for it and an ld.global of it faults.)
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from ..ptx.ir import layout_variables
 
 SHARED_WINDOW = 1 << 48          # generic address of shared offset 0
 LOCAL_WINDOW = 1 << 49           # generic address of local offset 0
+PARAM_WINDOW = 1 << 50           # generic address of parameter offset 0
 WINDOW_SPAN = 1 << 32
 DYNAMIC_SHARED_ALIGN = 16
 

@@ -23,14 +23,15 @@ that reads no bytes (src-size 0, or ignore-src) does not touch global memory and
 checked there. Faults name the kernel, block, thread, PTX line and address.
 
 cp.async.mbarrier.arrive{.noinc}: mbarrier.py (it lands the thread's copies, then arrives).
-Refused at load: cp.async.bulk (TMA), anything else.
+cp.async.bulk (sm_90's bulk copies completed through an mbarrier): bulkcopy.py.
+Refused at load: anything else.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..ptx.errors import PtxError
-from . import mbarrier
+from . import bulkcopy, mbarrier
 from .operands import Mods, operands, unsupported
 from .registry import provide, register
 from ..engine.memory import BASE, AccessFault
@@ -44,6 +45,9 @@ def emit_cp(g, ins: Instruction) -> None:
     m = Mods(ins)
     if m.take("async") is None:
         raise unsupported(ins)
+    if m.take("bulk"):                            # its own groups and waits (bulkcopy.py)
+        bulkcopy.emit_bulk(g, ins, m)
+        return
     if m.take("commit_group"):
         m.done()
         operands(ins, 0)
@@ -67,7 +71,7 @@ def emit_cp(g, ins: Instruction) -> None:
         mbarrier.emit_cp_async_arrive(g, ins, m)
         return
     for x in ins.mods:
-        if x == "bulk" or x.startswith("bulk"):
+        if x.startswith("bulk"):
             raise unsupported(ins, f".{x} copies")
     cache = m.take("ca", "cg")
     if cache is None:

@@ -14,6 +14,10 @@ Generic addresses of other CTAs' shared memory are SHARED_WINDOW plus that.
 engine/spaces.py resolves them (`remote_shared`) for ld/st/atom on .shared::cluster and
 on generic addresses.
 
+getctarank gives the rank of the CTA a shared::cluster (or generic) address points into;
+isspacep.shared::cluster is true for generic addresses of the cluster's shared memory,
+isspacep.shared{::cta} only for the executing CTA's (memops.py asks `in_shared`).
+
 Shared memory of a CTA whose threads have all exited is gone on a GPU: an access to it
 faults here (CUDA_ERROR_ILLEGAL_ADDRESS).
 
@@ -190,21 +194,90 @@ def emit_mapa(g, ins) -> None:
     t = m.one_type({"u32", "u64"})
     m.done()
     d, a, b = operands(ins, 3)
-    if isinstance(a, Sym):
-        raise unsupported(ins, "mapa of a variable name (load its address into a register first)")
     guard = g.guard(ins)
     rank = g.read(ins, b, "u32")
     iid = g.ns["_register_instruction"](ins)
     g.ck.uses_shared = True
     if space is None:
-        g.write(ins, d, f"_mapa_generic(C, {g.read(ins, a, 'u64')}, {rank}, {iid})", "u64", guard)
+        src = _variable(g, ins, a, SHARED_WINDOW) if isinstance(a, Sym) else g.read(ins, a, "u64")
+        g.write(ins, d, f"_mapa_generic(C, {src}, {rank}, {iid})", "u64", guard)
         return
-    src = g.read(ins, a, t)
+    src = _variable(g, ins, a, 0) if isinstance(a, Sym) else g.read(ins, a, t)
     shift, mask, one = g.const(U64(RANK_SHIFT)), g.const(U64(OFFSET_MASK)), g.const(U64(1))
     expr = f"((({rank}).astype(_U64) + {one}) << {shift}) | (({src}).astype(_U64) & {mask})"
     if t == "u32":
         expr = f"({expr}).astype(_U32)"
     g.write(ins, d, expr, t, guard)
+
+
+def _variable(g, ins, a, base: int):
+    """The address of shared variable `a` (its offset, plus `base` for a generic one)."""
+    offset = g.ck.layout.shared.get(a.name)
+    if offset is None:
+        raise PtxError(ins.line, f"mapa of {a.name}, which is not a .shared variable: {ins.text}")
+    return g.const(U64(base + offset))
+
+
+# --- getctarank, and which CTA's shared memory a generic address is in ---------------------
+
+def _rank_plus(C, a, generic: bool, iid: int):
+    """The rank + 1 encoded in shared::cluster addresses `a` (0: the executing CTA's);
+    a generic address must lie in the shared window."""
+    a = np.asarray(a, U64)
+    if generic:
+        inside = (a >= U64(SHARED_WINDOW)) & (a < U64(SHARED_WINDOW + (1 << 32)))
+        if np.ndim(inside) and C.active is not None:
+            inside = inside[C.active]
+        if not np.all(inside):
+            _fault(C, iid, "getctarank of a generic address outside shared memory")
+        a = a - U64(SHARED_WINDOW)
+    return (a >> U64(RANK_SHIFT)).astype(I64)
+
+
+def ctarank(C, a, generic: bool, iid: int):
+    """getctarank: the cluster rank of the CTA whose shared memory `a` points into."""
+    rank_plus = _rank_plus(C, a, generic, iid)
+    n = size(C)
+    if np.any(rank_plus > n):
+        _fault(C, iid, f"getctarank of an address naming CTA rank {int(np.max(rank_plus)) - 1}, "
+                       f"the cluster has {n} CTAs")
+    own = _value(C, "cluster_ctarank").astype(I64)
+    return np.where(rank_plus == 0, own, rank_plus - 1).astype(U32)
+
+
+def in_shared(C, a, cluster_wide: bool):
+    """isspacep.shared::cluster (cluster_wide) / .shared::cta of generic addresses `a`."""
+    a = np.asarray(a, U64)
+    inside = (a >= U64(SHARED_WINDOW)) & (a < U64(SHARED_WINDOW + (1 << 32)))
+    rank_plus = ((a - U64(SHARED_WINDOW)) >> U64(RANK_SHIFT)).astype(I64)
+    if cluster_wide:
+        return inside & (rank_plus <= size(C))
+    own = _value(C, "cluster_ctarank").astype(I64)
+    return inside & ((rank_plus == 0) | (rank_plus - 1 == own))
+
+
+def emit_getctarank(g, ins) -> None:
+    """getctarank{.shared::cluster}.{u32,u64} d, a: the type is the address's size."""
+    m = Mods(ins)
+    space = None
+    for x in list(m.left):
+        if x.startswith("shared"):
+            if x != "shared::cluster":
+                raise unsupported(ins, f"getctarank.{x}")
+            m.left.remove(x)
+            space = x
+    t = m.one_type({"u32", "u64"})
+    m.done()
+    d, a = operands(ins, 2)
+    g.ck.uses_shared = True
+    if isinstance(a, Sym):                   # a variable of the executing CTA
+        a = None
+    elif space is None and t != "u64":
+        raise PtxError(ins.line, f"getctarank of a generic address takes .u64: {ins.text}")
+    addr = g.const(U64(0)) if a is None else g.read(ins, a, t)
+    iid = g.ns["_register_instruction"](ins)
+    g.write(ins, d, f"_ctarank(C, {addr}, {space is None and a is not None}, {iid})", "u32",
+            g.guard(ins))
 
 
 # --- distributed shared memory: spaces.py asks where an address is --------------------------
@@ -299,5 +372,7 @@ def ends_block(ins) -> bool:
 
 
 provide(_cluster_value=_value, _is_explicit_cluster=lambda C: np.bool_(C.cluster is not None),
-        _envreg=envreg, _mapa_generic=mapa_generic, _cluster_arrive=cluster_arrive, _cluster_wait=cluster_wait)
+        _envreg=envreg, _mapa_generic=mapa_generic, _cluster_arrive=cluster_arrive, _cluster_wait=cluster_wait,
+        _ctarank=ctarank, _in_shared=in_shared)
 register(emit_mapa, "mapa")
+register(emit_getctarank, "getctarank")

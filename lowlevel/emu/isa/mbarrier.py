@@ -13,6 +13,9 @@ Instructions: mbarrier").
     mbarrier.try_wait{.parity}{...}.b64               waitComplete, [addr], state | parity
                                                       {, suspendTimeHint};
     mbarrier.pending_count.b64                        count, state;
+    mbarrier.arrive{.expect_tx}{.sem}{.scope}.shared::cluster.b64   _, [addr]{, count | txCount};
+    mbarrier.arrive_drop{...}.shared::cluster.b64     _, [addr]{, count | txCount};
+    mbarrier.expect_tx / complete_tx{.sem}{.scope}.shared::cluster.b64  [addr], txCount;
     cp.async.mbarrier.arrive{.noinc}{.shared{::cta}}.b64   [addr];   (asyncopy.py)
 
 The object is 8 bytes of shared memory whose encoding the ISA leaves opaque; here it is
@@ -33,7 +36,17 @@ once the phase that state was taken in has completed (the parity differs); a wai
 outside 1..2^20-1, arriving with more than the pending count, a .noComplete arrive that
 completes the phase, a tx-count leaving -(2^20-1)..2^20-1, a generic address outside the
 shared window. Scopes and memory-ordering qualifiers change nothing here (every access is
-sequentially consistent); .shared::cluster is refused by name.
+sequentially consistent).
+
+Clusters (sm_90): the updating forms (arrive, arrive_drop, expect_tx, complete_tx) take a
+.shared::cluster address (mapa.shared::cluster, isa/cluster.py), so a thread can arrive on
+the barrier of another CTA of its cluster; such an arrive returns no state (its
+destination is the sink `_`, as ptxas requires). The update lands on the peer CTA's object
+with the same rules, and that CTA's waiters see its phase complete: a cluster's CTAs run in
+one batch (cluster.py), so a waiter that fails parks and the arriving CTA runs (the
+scheduler's wait handling, engine/waits.py). init, inval, the waits and pending_count work
+on the executing CTA's own objects only (.shared::cta or generic), as the ISA defines them;
+a generic address of another CTA's shared memory is out of the CTA's window and faults.
 
 Threads of one instruction that hit the same object are serialized in lane order by the
 engine's atomics (engine/atomics.py), so returned states form the same chain as on a GPU
@@ -57,6 +70,7 @@ FIELD = (1 << 20) - 1                 # pending and expected counts, and |tx-cou
 _TX_BITS = 21
 TAG, TAG_SHIFT = 2, 62
 _SCOPE_MODS = {"relaxed", "acquire", "release", "cta", "cluster"}
+_REMOTE_FORMS = {"arrive", "arrive_drop", "expect_tx", "complete_tx"}   # take .shared::cluster
 
 
 # --- the encoding -----------------------------------------------------------------------------
@@ -135,9 +149,10 @@ def _lanes(C, x, active, dtype):
 
 
 def _shared_offsets(C, addr, generic: bool, active, iid):
-    """Shared-window offsets of the objects (over the current lanes)."""
+    """Shared-window offsets of the objects (over the current lanes); for .shared::cluster
+    the cluster addresses as they are (the engine resolves the CTA)."""
     a = np.broadcast_to(np.asarray(addr, np.uint64), (C.n,))
-    if not generic:
+    if generic is not True:
         return a
     mine = _lanes(C, a, active, np.uint64)
     outside = (mine < _U64(SHARED_WINDOW)) | (mine >= _U64(SHARED_WINDOW + WINDOW_SPAN))
@@ -154,9 +169,10 @@ def _check_state(C, active, words, iid, what: str) -> None:
         _fault(C, active, ~valid, iid, what)
 
 
-def mbar_update(C, kind: str, generic: bool, addr, b, nocomplete: bool, iid: int, guard):
+def mbar_update(C, kind: str, generic, addr, b, nocomplete: bool, iid: int, guard):
     """One init/inval/arrive/arrive_drop/expect_tx/complete_tx instruction; returns the
-    states (the objects before each thread's step) over the current lanes."""
+    states (the objects before each thread's step) over the current lanes. `generic`:
+    True for a generic address, False for .shared::cta, "cluster" for .shared::cluster."""
     active, any_active = C.active_with(guard)
     if not any_active:
         return np.zeros(C.n, np.uint64)
@@ -168,7 +184,8 @@ def mbar_update(C, kind: str, generic: bool, addr, b, nocomplete: bool, iid: int
             _fault(C, active, bad, iid, f"mbarrier.init with count {int(count[np.argmax(bad)])}, "
                                         f"outside 1..{FIELD}")
     C.mbar_updates += 1
-    old = C.atom("shared", off, STEPS[kind], "b64", b, None, iid, guard)
+    space = "shared::cluster" if generic == "cluster" else "shared"
+    old = C.atom(space, off, STEPS[kind], "b64", b, None, iid, guard)
     if kind == "init":
         return old
     _check_state(C, active, old, iid, "mbarrier object not initialised by mbarrier.init "
@@ -217,11 +234,21 @@ def mbar_wait(C, generic: bool, addr, token, parity: bool, iid: int, guard):
         phase_of_token = decode(token)[3]
     done = np.broadcast_to(decode(words)[3] != phase_of_token, (C.n,))
     failed = ~done if active is None else ~done & active
+    land = C.__dict__.get("bulk_land")         # bulk copies counted on it (bulkcopy.py)
+    if land is not None:
+        _land_bulk(C, land, off, ~failed if active is None else active & ~failed, iid)
     if C.lanes is not None:                     # divergent path: failed lanes park
         C.wait_failed = failed
     elif guard is None and failed.any() and np.array_equal(failed, _all(C, active)):
         waits.converged_stall(C, iid)
     return done
+
+
+def _land_bulk(C, land, off, succeeded, iid) -> None:
+    """Let the bulk copies counted on the barriers these waits saw complete land."""
+    if succeeded.any():
+        bars = C.window_index("shared", off[succeeded], 8, 1, iid, "load", succeeded, None)
+        land(C, bars)
 
 
 def _all(C, active):
@@ -253,9 +280,11 @@ def _mods(ins):
         raise unsupported(ins, "mbarrier form")
     extra = {x for x in ("expect_tx", "noComplete", "parity") if m.take(x)}
     m.take_all(_SCOPE_MODS)
-    space = take_space(ins, m, "shared")
+    space = take_space(ins, m, "shared", cluster_ok=form in _REMOTE_FORMS)
     m.one_type({"b64"})
     m.done()
+    if space == "shared::cluster" and "noComplete" in extra:
+        raise PtxError(ins.line, f"mbarrier .noComplete takes no .shared::cluster address: {ins.text}")
     return form, space, extra
 
 
@@ -264,6 +293,11 @@ def _address(g, ins, op, space):
         raise PtxError(ins.line, f"mbarrier needs an [address] operand: {ins.text}")
     g.ck.uses_shared = True
     return address(g, ins, op, space or "generic")
+
+
+def _space_arg(space) -> str:
+    """How mbar_update is told the address's space (see its docstring)."""
+    return {None: "True", "shared": "False", "shared::cluster": "'cluster'"}[space]
 
 
 def _value(g, ins, op, ptype="u32"):
@@ -298,6 +332,9 @@ def emit_mbarrier(g, ins) -> None:
             raise PtxError(ins.line, f"mbarrier.{form} takes state, [addr] and an optional "
                                      f"count: {ins.text}")
         dest = _sink(ops.pop(0))
+        if space == "shared::cluster" and dest is not None:
+            raise PtxError(ins.line, f"mbarrier.{form} on a .shared::cluster address returns no "
+                                     f"state: its destination must be the sink '_': {ins.text}")
     want = {"init": 2, "inval": 1, "expect_tx": 2, "complete_tx": 2}.get(form)
     if want is not None and len(ops) != want:
         raise PtxError(ins.line, f"mbarrier.{form} takes {want} operands: {ins.text}")
@@ -305,7 +342,7 @@ def emit_mbarrier(g, ins) -> None:
     arg = _value(g, ins, ops[1]) if len(ops) > 1 else None
     b, kind = _packed(g, ins, form, extra, arg)
     iid = g.ns["_register_instruction"](ins)
-    call = (f"_mbar_update(C, {kind!r}, {generic}, {a}, {b}, {'noComplete' in extra}, "
+    call = (f"_mbar_update(C, {kind!r}, {_space_arg(space)}, {a}, {b}, {'noComplete' in extra}, "
             f"{iid}, {gexpr})")
     if dest is None:
         g.emit(call)
@@ -385,7 +422,7 @@ def emit_cp_async_arrive(g, ins, m) -> None:
     b = g.const(np.uint64(1 if noinc else 0))
     iid = g.ns["_register_instruction"](ins)
     g.emit(f"_cp_async_land_all(C, {guard if guard is not None else 'None'})")
-    g.emit(f"_mbar_update(C, 'arrive', {space is None}, {a}, {b}, False, {iid}, "
+    g.emit(f"_mbar_update(C, 'arrive', {_space_arg(space)}, {a}, {b}, False, {iid}, "
            f"{guard if guard is not None else 'None'})")
 
 

@@ -1,11 +1,13 @@
 """Code generation for memory instructions in every state space, atomics and barriers.
 
 Registered into isa/registry.py:
-  ld / st       .global .const .shared .local .param(ld) and generic (no space)
+  ld / st       .global .const .shared .local .param(ld) and generic (no space); ldu as ld
   atom / red    .add .min .max .inc .dec .and .or .xor .exch .cas on global, shared,
                 generic (semantics/scope qualifiers accepted: everything is sequentially
                 consistent here)
-  cvta          .global .const (identity), .shared .local (add/remove the generic window)
+  cvta          .global .const (identity), .shared{::cta,::cluster} .local .param (add or
+                remove the generic window; .param: paramaddr.py)
+  isspacep      spacep.py
   bar/barrier   .sync (id and optional thread count, immediates), bar.cta.sync,
                 barrier.sync.aligned: end their basic block (see engine/scheduler.py);
                 bar.warp.sync: checks the member mask (warp.py), nothing to wait for
@@ -25,7 +27,7 @@ import numpy as np
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
 from . import barred, cluster, halfmore, paramaddr
-from .addressing import LOCAL_WINDOW, SHARED_WINDOW
+from .addressing import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
 from .operands import CACHE_MODS, Mods, operands, unsupported, view_name
 from .registry import SYMBOL, register
 
@@ -160,6 +162,8 @@ def _call(space: str, what: str) -> str:
 def emit_ld(g, ins: Instruction) -> None:
     m = Mods(ins)
     space, vec, t = _memory_mods(ins, m)
+    if ins.opcode == "ldu" and space not in ("global", "generic"):
+        raise PtxError(ins.line, f"ldu loads from .global (or a generic address): {ins.text}")
     ops = operands_less_policy(g, ins, 2)
     if len(ops) != 2:
         raise PtxError(ins.line, f"ld takes 2 operands: {ins.text}")
@@ -320,19 +324,22 @@ def emit_atom(g, ins: Instruction) -> None:
 def emit_cvta(g, ins: Instruction) -> None:
     m = Mods(ins)
     to = m.take("to")
-    space = take_space(ins, m, "global", "shared", "local", "const", "param")
+    space = take_space(ins, m, "global", "shared", "local", "const", "param", "param::entry",
+                       cluster_ok=True)
     t = m.one_type({"u32", "u64"})
     m.done()
     if space is None:
         raise PtxError(ins.line, f"cvta needs a state space: {ins.text}")
-    if space == "param":
-        raise unsupported(ins, ".param addresses")
+    space = {"param::entry": "param", "shared::cluster": "shared"}.get(space, space)
+    if space == "param" and t == "u32":
+        # ptxas: a 32-bit address, and sm_90 has no 32-bit ABI
+        raise PtxError(ins.line, f"cvta.param takes a 64-bit (.u64) address: {ins.text}")
     d, a = operands(ins, 2)
     guard = g.guard(ins)
     if isinstance(a, Sym):
         if to:
             raise PtxError(ins.line, f"cvta.to takes a generic address, not a variable: {ins.text}")
-        expr, vspace = symbol(g, ins, a.name)
+        expr, vspace = _cvta_symbol(g, ins, a.name, space)
         if vspace != space and {vspace, space} != {"global", "const"}:
             raise PtxError(ins.line, f"{a.name} is a .{vspace} variable: {ins.text}")
     else:
@@ -341,7 +348,7 @@ def emit_cvta(g, ins: Instruction) -> None:
         g.ck.uses_shared = True
     elif space == "local":
         g.ck.uses_local = True
-    base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(space, 0)
+    base = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "param": PARAM_WINDOW}.get(space, 0)
     if base:
         k = g.const(np.uint64(base))
         expr = f"({expr} - {k})" if to else f"({expr} + {k})"
@@ -349,6 +356,17 @@ def emit_cvta(g, ins: Instruction) -> None:
         g.write(ins, d, f"({expr} & _U64(0xFFFFFFFF)).astype(_U32)", "u32", guard)
     else:
         g.write(ins, d, expr, "u64", guard)
+
+
+def _cvta_symbol(g, ins: Instruction, name: str, space: str):
+    """(expression, space) of a cvta operand that names a variable or kernel parameter."""
+    offset = paramaddr.parameter_offset(g.ck, name)
+    if offset is not None:
+        return g.const(np.uint64(offset)), "param"
+    if space == "param":
+        raise PtxError(ins.line, f"{name} is not a parameter of kernel "
+                                 f"{g.ck.kernel.name}: {ins.text}")
+    return symbol(g, ins, name)
 
 
 # --- mov of a variable's address -------------------------------------------------------
@@ -435,25 +453,7 @@ def _barrier_id_count(ins: Instruction, ops) -> tuple:
     return bid, count
 
 
-def emit_isspacep(g, ins: Instruction) -> None:
-    """isspacep.{global,shared,local} p, a: which window a generic address lies in."""
-    m = Mods(ins)
-    space = take_space(ins, m, "global", "shared", "local", "const", "param")
-    m.done()
-    if space not in ("global", "shared", "local"):
-        raise unsupported(ins, f".{space}" if space else "missing state space")
-    d, a = operands(ins, 2)
-    x = g.read(ins, a, "u64")
-    sh_lo, lo_lo = g.const(np.uint64(SHARED_WINDOW)), g.const(np.uint64(LOCAL_WINDOW))
-    span = g.const(np.uint64(1 << 32))
-    in_sh = f"(({x} >= {sh_lo}) & ({x} < {sh_lo} + {span}))"
-    in_lo = f"(({x} >= {lo_lo}) & ({x} < {lo_lo} + {span}))"
-    expr = {"shared": in_sh, "local": in_lo, "global": f"(~({in_sh} | {in_lo}))"}[space]
-    g.write(ins, d, expr, "pred", g.guard(ins))
-
-
-register(emit_isspacep, "isspacep")
-register(emit_ld, "ld")
+register(emit_ld, "ld", "ldu")        # ldu: a load of read-only data (.global or generic)
 register(emit_st, "st")
 register(emit_atom, "atom", "red")
 register(emit_cvta, "cvta")

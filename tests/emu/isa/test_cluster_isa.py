@@ -14,7 +14,7 @@ HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
 
 def _kernel(body: str) -> str:
     return HEADER + (".visible .entry k(.param .u64 out_p)\n{\n"
-                     "  .reg .pred %p<2>;\n  .reg .b32 %r<12>;\n  .reg .b64 %rd<12>;\n"
+                     "  .reg .pred %p<4>;\n  .reg .b32 %r<16>;\n  .reg .b64 %rd<12>;\n"
                      "  .shared .align 8 .u64 slot[32];\n"
                      "  ld.param.u64 %rd1, [out_p];\n  mov.u32 %r1, %tid.x;\n"
                      "  mov.u32 %r2, %cluster_ctarank;\n  mov.u32 %r3, %ctaid.x;\n"
@@ -130,3 +130,91 @@ def test_the_shared_memory_of_an_exited_cta_is_gone(mem):
     with pytest.raises(KernelFault) as fault:
         _run(mem, body, (2, 1, 1), (2, 1, 1), out)
     assert fault.value.code_name == "CUDA_ERROR_ILLEGAL_ADDRESS" and "have all exited" in str(fault.value)
+
+
+WHERE = """
+  rem.u32 %r4, %r1, 4;                       // the target rank: tid % 4
+  mov.u32 %r5, slot;
+  mapa.shared::cluster.u32 %r6, %r5, %r4;    // rank r4's slot, a shared::cluster address
+  cvt.u64.u32 %rd2, %r6;
+  cvta.shared::cluster.u64 %rd3, %rd2;       // its generic address
+  cvta.to.shared::cluster.u64 %rd4, %rd3;
+  cvt.u32.u64 %r7, %rd4;                     // back again: equals %r6
+  getctarank.u64 %r8, %rd3;
+  getctarank.shared::cluster.u32 %r9, %r6;
+  getctarank.shared::cluster.u32 %r10, slot;
+  isspacep.shared::cluster %p1, %rd3;
+  isspacep.shared::cta %p2, %rd3;
+  cvta.shared.u64 %rd5, slot;
+  isspacep.shared %p3, %rd5;
+  selp.u32 %r11, 1, 0, %p1;
+  selp.u32 %r12, 2, 0, %p2;
+  or.b32 %r11, %r11, %r12;
+  selp.u32 %r12, 4, 0, %p3;
+  or.b32 %r11, %r11, %r12;
+  setp.eq.u32 %p1, %r7, %r6;
+  selp.u32 %r12, 8, 0, %p1;
+  or.b32 %r11, %r11, %r12;
+  mov.u32 %r5, %ntid.x;
+  mad.lo.u32 %r12, %r3, %r5, %r1;
+  mul.wide.u32 %rd6, %r12, 16;
+  add.u64 %rd7, %rd1, %rd6;
+  st.global.v4.u32 [%rd7], {%r8, %r9, %r10, %r11};
+  barrier.cluster.arrive;
+  barrier.cluster.wait;
+"""
+
+
+def test_getctarank_and_the_cluster_windows(mem):
+    """getctarank of generic and shared::cluster addresses and of a variable; cvta to and
+    from .shared::cluster; isspacep.shared::cluster true for every CTA of the cluster,
+    .shared::cta (and plain .shared) only for the executing CTA's shared memory."""
+    from helpers.ptxas import assemble_sm90
+    assemble_sm90(_kernel(WHERE))
+    out = Buf(mem, n=8 * 32 * 2, dtype=np.uint64)
+    _run(mem, WHERE, (8, 1, 1), (4, 1, 1), out)
+    got = out.read().view(np.uint32).reshape(8, 32, 4)
+    target = np.tile(np.arange(32) % 4, (8, 1))
+    own = np.repeat(np.arange(8)[:, None] % 4, 32, 1)
+    np.testing.assert_array_equal(got[..., 0], target)
+    np.testing.assert_array_equal(got[..., 1], target)
+    np.testing.assert_array_equal(got[..., 2], own)
+    np.testing.assert_array_equal(got[..., 3], 1 | np.where(target == own, 2, 0) | 4 | 8)
+
+
+def test_getctarank_of_a_global_address_faults(mem):
+    out = Buf(mem, n=64, dtype=np.uint64)
+    with pytest.raises(KernelFault, match="getctarank of a generic address outside shared memory"):
+        _run(mem, "  getctarank.u64 %r8, %rd1;", (2, 1, 1), (2, 1, 1), out)
+
+
+def test_mapa_of_a_variable_name(mem):
+    """mapa.shared::cluster and generic mapa of `slot` itself reach the peer's slot."""
+    body = """
+  mul.wide.u32 %rd2, %r1, 8;
+  cvt.u64.u32 %rd3, %r3;
+  mov.u32 %r4, slot;
+  cvt.u64.u32 %rd4, %r4;
+  add.u64 %rd4, %rd4, %rd2;
+  cvt.u32.u64 %r4, %rd4;
+  st.shared.u64 [%r4], %rd3;
+  barrier.cluster.arrive;
+  barrier.cluster.wait;
+  xor.b32 %r5, %r2, 1;
+  mapa.shared::cluster.u32 %r6, slot, %r5;
+  ld.shared::cluster.u64 %rd5, [%r6];
+  mapa.u64 %rd6, slot, %r5;
+  ld.u64 %rd7, [%rd6+8];
+  add.u64 %rd5, %rd5, %rd7;
+  mul.wide.u32 %rd8, %r3, 8;
+  add.u64 %rd9, %rd1, %rd8;
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 st.global.u64 [%rd9], %rd5;
+  barrier.cluster.arrive;
+  barrier.cluster.wait;
+"""
+    from helpers.ptxas import assemble_sm90
+    assemble_sm90(_kernel(body))
+    out = Buf(mem, n=4, dtype=np.uint64)
+    _run(mem, body, (4, 1, 1), (2, 1, 1), out)
+    np.testing.assert_array_equal(out.read(), 2 * (np.arange(4) ^ 1))

@@ -154,8 +154,8 @@ def test_cp_async_refusals():
                      ("cp.async.ca.shared.global [%r1], [%rd1], 12;", "4, 8 or 16"),
                      ("cp.async.ca.shared.global [%r1], [%rd1], 8, 9;", "src-size"),
                      ("cp.async.wait_group %r2;", "integer constant"),
-                     ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                      "[%r1], [%rd1], 16, [%r1];", "not supported"),
+                     ("cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r1], 16;",
+                      "not supported"),
                      ("cp.async.mbarrier.arrive.shared::cluster.b64 [%r1];", "not supported")]:
         with pytest.raises(PtxError, match=why):
             load_ptx(HEADER + body.format(bad))

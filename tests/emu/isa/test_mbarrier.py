@@ -277,7 +277,7 @@ def test_undefined_use_faults(mem, case):
 
 
 @pytest.mark.parametrize("line", [
-    "mbarrier.arrive.shared::cluster.b64 _, [%r2];",
+    "mbarrier.init.shared::cluster.b64 [%r2], 1;",
     "mbarrier.try_wait.shared.b32 %p1, [bar], %rd1;",
     "mbarrier.arrive.bogus.shared.b64 %rd1, [bar];",
 ])

@@ -1,0 +1,146 @@
+"""Asynchronous stores and reductions into a cluster peer's shared memory (sm_90, PTX 8.1),
+completed on the peer's mbarrier:
+
+    st.async{.weak}{.shared::cluster}.mbarrier::complete_tx::bytes{.v2,.v4}.type
+                                                            [a], b, [mbar];
+        .type = .b32 .b64 .u32 .u64 .s32 .s64 .f32 .f64   (at most 128 bits)
+    red.async.relaxed.cluster{.shared::cluster}.mbarrier::complete_tx::bytes.op.type
+                                                            [a], b, [mbar];
+        .inc/.dec .u32; .min/.max .u32 .s32; .add .u32 .s32 .u64; .and/.or/.xor .b32
+
+Each thread's store (or reduction) targets a .shared::cluster address, and performs
+complete_tx of its size in bytes on the mbarrier at `mbar`, which must lie in the same CTA.
+As for cp.async.bulk (bulkcopy.py, whose machinery this shares), the complete_tx happens
+at issue and the store or the reduction lands when a wait on that barrier sees the counted
+phase over, so a reader that does not wait reads the old bytes. The address is aligned to
+the access size (CUDA_ERROR_MISALIGNED_ADDRESS) and inside the target CTA's window.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine.atomics import atomic_rmw
+from ..ptx.errors import PtxError
+from ..ptx.ir import TYPES, Addr, Instruction, Vec
+from .bulkcopy import complete_tx
+from .memops import address, take_space
+from .operands import Mods
+from .registry import ASYNC, provide, register
+
+_COMPLETE = "mbarrier::complete_tx::bytes"
+_U64 = np.uint64
+_ST_TYPES = {"b32", "b64", "u32", "u64", "s32", "s64", "f32", "f64"}
+_RED_TYPES = {"inc": {"u32"}, "dec": {"u32"}, "min": {"u32", "s32"}, "max": {"u32", "s32"},
+              "add": {"u32", "s32", "u64"}, "and": {"b32"}, "or": {"b32"}, "xor": {"b32"}}
+
+
+def _mods(ins: Instruction, m: Mods) -> None:
+    """Take the space and completion every form has."""
+    m.take("async")
+    if take_space(ins, m, "shared", cluster_ok=True) not in (None, "shared::cluster"):
+        raise PtxError(ins.line, f"{ins.opcode}.async writes .shared::cluster: {ins.text}")
+    if m.take(_COMPLETE) is None:
+        raise PtxError(ins.line, f"{ins.opcode}.async completes through .{_COMPLETE}: {ins.text}")
+
+
+def _addresses(g, ins, ops):
+    a, b, mbar = ops
+    if not isinstance(a, Addr) or not isinstance(mbar, Addr):
+        raise PtxError(ins.line, f"{ins.opcode}.async takes [a], b, [mbar]: {ins.text}")
+    g.ck.uses_shared = True
+    return address(g, ins, a, "shared::cluster"), b, address(g, ins, mbar, "shared::cluster")
+
+
+def emit_st_async(g, ins: Instruction) -> None:
+    m = Mods(ins)
+    _mods(ins, m)
+    m.take("weak")
+    vec = m.take("v2", "v4")
+    t = m.one_type(_ST_TYPES)
+    m.done()
+    n = int(vec[1:]) if vec else 1
+    size = TYPES[t][0]
+    if size * n > 16:
+        raise PtxError(ins.line, f"st.async of more than 128 bits: {ins.text}")
+    if len(ins.operands) != 3:
+        raise PtxError(ins.line, f"st.async takes [a], b, [mbar]: {ins.text}")
+    a, b, mb = _addresses(g, ins, ins.operands)
+    srcs = b.elems if isinstance(b, Vec) else [b]
+    if len(srcs) != n or None in srcs:
+        raise PtxError(ins.line, f"st.async{'.' + vec if vec else ''} needs {n} sources: {ins.text}")
+    values = "(" + ", ".join(g.read(ins, s, f"u{size * 8}") for s in srcs) + ",)"
+    guard = g.guard(ins)
+    iid = g.ns["_register_instruction"](ins)
+    g.emit(f"_st_async(C, {a}, {mb}, {values}, {size}, {iid}, {guard if guard is not None else 'None'})")
+
+
+def emit_red_async(g, ins: Instruction) -> None:
+    m = Mods(ins)
+    _mods(ins, m)
+    if m.take("relaxed") is None or m.take("cluster") is None:
+        raise PtxError(ins.line, f"red.async is .relaxed.cluster: {ins.text}")
+    op = m.take(*_RED_TYPES)
+    if op is None:
+        raise PtxError(ins.line, f"red.async needs an operation: {ins.text}")
+    t = m.one_type(_RED_TYPES[op])
+    m.done()
+    if len(ins.operands) != 3:
+        raise PtxError(ins.line, f"red.async takes [a], b, [mbar]: {ins.text}")
+    a, b, mb = _addresses(g, ins, ins.operands)
+    value = g.read(ins, b, f"u{TYPES[t][0] * 8}")
+    guard = g.guard(ins)
+    iid = g.ns["_register_instruction"](ins)
+    g.emit(f"_red_async(C, {a}, {mb}, {value}, {op!r}, {t!r}, {iid}, "
+           f"{guard if guard is not None else 'None'})")
+
+
+# --- runtime ---------------------------------------------------------------------------
+
+def _selected(C, guard):
+    active, any_active = C.active_with(guard)
+    if not any_active:
+        return None
+    return np.ones(C.n, bool) if active is None else np.asarray(active, bool).copy()
+
+
+def st_async(C, a, mb, values, size: int, iid: int, guard) -> None:
+    sel = _selected(C, guard)
+    if sel is None:
+        return
+    nbytes = size * len(values)
+    cols = [np.broadcast_to(np.asarray(v, np.dtype(f"u{size}")), (C.n,)) for v in values]
+    rows = np.stack(cols, axis=1)[sel].copy().view(np.uint8)      # each lane's bytes
+
+    def store(data):
+        def write(C, dst):
+            C.smem[dst:dst + nbytes] = data
+        return write
+    complete_tx(C, _full(C, a), _full(C, mb), np.full(C.n, nbytes, _U64), sel,
+                [store(r) for r in rows], iid, unit=nbytes)
+
+
+def red_async(C, a, mb, value, op: str, ptype: str, iid: int, guard) -> None:
+    sel = _selected(C, guard)
+    if sel is None:
+        return
+    size, kind = TYPES[ptype]
+    vdt = np.dtype(f"i{size}") if kind == "s" else np.dtype(f"u{size}")
+    vals = np.broadcast_to(np.asarray(value, np.dtype(f"u{size}")), (C.n,))[sel].view(vdt)
+
+    def reduce(v):
+        def write(C, dst):
+            atomic_rmw(C.smem.view(vdt), np.array([dst // size]), op, np.array([v], vdt))
+        return write
+    complete_tx(C, _full(C, a), _full(C, mb), np.full(C.n, size, _U64), sel,
+                [reduce(v) for v in vals], iid, unit=size)
+
+
+def _full(C, x):
+    return np.broadcast_to(np.asarray(x, _U64), (C.n,))
+
+
+register(emit_st_async, "st", forms=(ASYNC,))
+register(emit_red_async, "red", forms=(ASYNC,))
+provide(_st_async=st_async, _red_async=red_async)
+
+__all__ = ["emit_st_async", "emit_red_async", "st_async", "red_async"]
