@@ -7,18 +7,11 @@
 
 An emitter registers for an opcode and a form: ANY takes every instruction of that opcode;
 a type family ("f16", "bf16": the half types and their pairs) takes the instructions of
-<<<<<<< HEAD
-that type; CARRY (`.cc`), SYMBOL (`mov d, variable`) and SPARSE (`mma.sp`) take those
-forms. `lookup` tries the instruction's own forms first, then ANY. Every key is registered
-once (a second registration is an error), so nothing depends on the order the families are
-imported in and no emitter wraps another.
-=======
-that type; CARRY (`.cc`), SYMBOL (`mov d, variable`), ASYNC (`st.async`, `red.async`) and
-VECTOR (.v2/.v4/.v8 of an opcode that has such an emitter: vector atomics) take those forms. `lookup` tries
-the instruction's own forms first, then ANY. Every key is registered once (a second
-registration is an error), so nothing depends on the order the families are imported in
-and no emitter wraps another.
->>>>>>> i11-barrier
+that type; CARRY (`.cc`), SYMBOL (`mov d, variable`), SPARSE (`mma.sp`), ASYNC
+(`st.async`, `red.async`) and VECTOR (.v2/.v4/.v8 of an opcode that has such an emitter:
+vector atomics) take those forms. `lookup` tries the instruction's own forms first, then
+ANY. Every key is registered once (a second registration is an error), so nothing depends on
+the order the families are imported in and no emitter wraps another.
 """
 from __future__ import annotations
 
@@ -29,13 +22,10 @@ from ..ptx.ir import Instruction, Sym
 ANY = ""
 CARRY = "cc"
 SYMBOL = "symbol"
-<<<<<<< HEAD
 SPARSE = "sp"          # mma.sp{::ordered_metadata}
-=======
 ASYNC = "async"
 VECTOR = "vector"
 _VECTORS = {"v2", "v4", "v8"}
->>>>>>> i11-barrier
 TYPE_FAMILIES = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16",
                  "s16x2": "i16x2", "u16x2": "i16x2", "tf32": "tf32",
                  "e4m3x2": "f8", "e5m2x2": "f8"}
