@@ -104,22 +104,25 @@ def dtype_of(args) -> str | None:
 
 
 def _bits_and_dtype(args) -> tuple[int, str | None]:
-    """(_device_bits(args), dtype_of(args)) in one pass over the arguments; attributes are
-    read directly (a tensor has them all), with AttributeError for what has none."""
+    """(_device_bits(args), dtype_of(args)) in one pass over the arguments. A lowlevel
+    Device carries its backend key's bit (`key_bit`): a tensor costs three attribute reads
+    (its requires_grad a plain one: a class default); any other argument (a device with
+    only a `type`, or no device) is read as _device_bits reads it."""
     bits, dtype = 0, None
-    keys = backend_keys
     for a in args:
         if type(a) in _PLAIN:
             continue
         try:
-            kind = a.device.type
+            bit = a.device.key_bit
         except AttributeError:
-            kind = None
-        if kind is not None:
-            key = keys.get(kind)
-            bits |= key.bit if key is not None else backend_for(kind).bit     # backend_for raises
-            if getattr(a, "requires_grad", False) is True:
-                bits |= AUTOGRAD_BIT
+            bits |= _device_bits((a,))
+        else:
+            bits |= bit
+            try:
+                if a.requires_grad is True:
+                    bits |= AUTOGRAD_BIT      # as a PyTorch tensor that requires grad carries the key
+            except AttributeError:
+                pass
         if dtype is None:
             try:
                 dtype = a.dtype.name

@@ -13,6 +13,7 @@ import functools
 from ..cuda import Device as CudaDevice
 from ..cuda import device_count
 from ..cuda.context import current_device_ordinal
+from ..dispatch import backend_for
 
 
 _interned: dict = {}          # (spec, index) -> the Device made for them
@@ -45,6 +46,17 @@ class Device:
         if key is not None and len(_interned) < _MAX_INTERNED:
             _interned[key] = self
         return self
+
+    def __getattr__(self, name):
+        """`key_bit`: the bit of the dispatch key of this device type's backend, which the
+        dispatcher reads for every tensor argument. Looked up the first time it is asked for
+        (a backend may be registered after a Device of its type was made; an unregistered
+        type raises backend_for's error, as the dispatcher's own lookup did), then kept as
+        an attribute: a backend key, once registered, never changes."""
+        if name != "key_bit":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        bit = self.key_bit = backend_for(self.type).bit
+        return bit
 
     def __eq__(self, other):
         if other is self:
