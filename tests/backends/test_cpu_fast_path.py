@@ -1,0 +1,74 @@
+"""The CPU backend's direct ufunc path: results made as np.empty(shape, dtype) (an
+ArrayStorage, whose bytes are a view made when asked for) and numpy run with its warnings
+off in the thread's quiet context, nested calls included."""
+import warnings
+
+import numpy as np
+import pytest
+
+import lowlevel as ll
+from lowlevel.backends.cpu import ufunc_into
+from lowlevel.frontend.tensor import ArrayStorage
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (3,), (5,), ()], ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int32", "int64"])
+def test_results_are_numpys_in_any_size_and_dtype(rng, shape, dtype):
+    """A whole number of 8-byte words is an ArrayStorage; other sizes (3 float32, 5 float16,
+    a 0-d tensor) the padded bytes of Storage: both give numpy's values."""
+    x, y = ((rng.standard_normal(shape) * 50).astype(dtype) for _ in range(2))
+    a, b = ll.tensor(x), ll.tensor(y)
+    out = a + b
+    np.testing.assert_array_equal(out.numpy(), x + y)
+    assert isinstance(out.storage, ArrayStorage) == (x.nbytes >= 8 and x.nbytes % 8 == 0)
+    assert out.storage.host.nbytes >= x.nbytes and out.storage.host.nbytes % 8 == 0
+
+
+def test_the_bytes_of_a_result_are_its_elements(rng):
+    """Views of a result (which read the storage's bytes), a write into one of them, and a
+    DLPack export all see the same memory as the result."""
+    x, y = (rng.standard_normal((4, 6)).astype(np.float32) for _ in range(2))
+    out = ll.tensor(x) * ll.tensor(y)
+    assert isinstance(out.storage, ArrayStorage)
+    np.testing.assert_array_equal(out.T.numpy(), (x * y).T)
+    np.testing.assert_array_equal(out.reshape(24)[5:9].numpy(), (x * y).reshape(24)[5:9])
+    out[1].copy_(ll.zeros(6))
+    expected = x * y
+    expected[1] = 0
+    np.testing.assert_array_equal(out.numpy(), expected)
+    shared = np.from_dlpack(out)
+    assert shared.ctypes.data == out.storage.host.ctypes.data == out.host_view().ctypes.data
+    np.testing.assert_array_equal(shared, expected)
+
+
+def test_ufunc_into_gives_ieee_results_without_warnings():
+    x = np.array([3e38, -3e38, 1.0, 0.0], np.float32)
+    out = np.empty(4, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ufunc_into(np.multiply, out, x, np.full(4, 10, np.float32))
+        np.testing.assert_array_equal(out, [np.inf, -np.inf, 10.0, 0.0])
+
+
+def test_a_nested_ufunc_into_takes_the_decorators_way():
+    """A call made while the thread's quiet context is entered (a function run inside it
+    calls ufunc_into again): Context.run refuses to enter it twice, and the call is made
+    with np.errstate instead, still without warnings."""
+    inner_out = np.empty(2, np.float32)
+
+    def outer(x, out):
+        ufunc_into(np.divide, inner_out, np.ones(2, np.float32), np.zeros(2, np.float32))    # nested
+        np.negative(x, out=out)
+    out = np.empty(2, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ufunc_into(outer, out, np.array([1.0, -2.0], np.float32))
+    np.testing.assert_array_equal(inner_out, [np.inf, np.inf])
+    np.testing.assert_array_equal(out, [-1.0, 2.0])
+
+
+def test_a_runtime_error_of_the_function_itself_is_raised():
+    def failing(x, out):
+        raise RuntimeError("the function's own error")
+    with pytest.raises(RuntimeError, match="the function's own error"):
+        ufunc_into(failing, np.empty(1), np.ones(1))

@@ -1,0 +1,49 @@
+"""The key set of a call from its arguments: a lowlevel tensor's device carries its backend
+key's bit (Device.key_bit); anything else with a `device.type` is read duck-typed, as
+before; requires_grad, set at any time, adds Autograd."""
+import types
+
+import pytest
+
+import lowlevel as ll
+from lowlevel import dispatch
+
+
+@pytest.fixture(scope="module")
+def probe():
+    """An op with a CPU kernel that returns what it was given."""
+    dispatch.register_kernel("probe_keys", dispatch.CPU, lambda *args: args)
+    return lambda *args: dispatch.call("probe_keys", *args)
+
+
+def _duck(kind="cpu", **attributes):
+    return types.SimpleNamespace(device=types.SimpleNamespace(type=kind), dtype=ll.float32, **attributes)
+
+
+def test_a_duck_typed_argument_is_dispatched_by_its_device_type(probe):
+    duck = _duck()                                      # no key_bit, no requires_grad
+    assert probe(duck) == (duck,)
+    t = ll.zeros(2)
+    assert probe(duck, t, 3) == (duck, t, 3)
+    assert dispatch.keyset_bits((duck, t)) & dispatch.CPU.bit
+
+
+def test_a_duck_typed_argument_of_an_unknown_device_type_is_refused(probe):
+    with pytest.raises(RuntimeError, match="^no backend is registered for device type 'nodev'$"):
+        probe(_duck("nodev"))
+
+
+def test_requires_grad_of_any_argument_adds_autograd():
+    t = ll.zeros(2)
+    assert not dispatch.keyset_for((t,)).bits & dispatch.Autograd.bit
+    t.requires_grad_(True)
+    assert dispatch.Autograd in dispatch.keyset_for((t,))
+    assert dispatch.Autograd in dispatch.keyset_for((_duck(requires_grad=True),))
+    assert dispatch.Autograd not in dispatch.keyset_for((_duck(requires_grad=1),))     # only True, as before
+
+
+def test_a_device_knows_its_backends_bit():
+    assert ll.Device("cpu").key_bit == dispatch.CPU.bit
+    assert ll.Device("cuda").key_bit == dispatch.CUDA.bit
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        ll.Device("cpu").nothing
