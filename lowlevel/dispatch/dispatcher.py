@@ -30,18 +30,33 @@ class _Local(threading.local):
 
 _tls = _Local()
 AUTOGRAD_BIT = Autograd.bit
+# How many include/exclude blocks (of every thread) have added a key: while none has, every
+# thread's sets are empty and a call reads neither. A thread counts its block in before it
+# dispatches inside it and out after it has emptied its set again, so that it never skips
+# its own sets; another thread's count changes nothing for a thread whose sets are empty.
+_blocks = 0
+_blocks_lock = threading.Lock()
+
+
+def _count_block(step: int) -> None:
+    global _blocks
+    with _blocks_lock:
+        _blocks += step
 
 
 @contextmanager
 def _tls_with(which: str, key):
     bits = getattr(_tls, which)
     added = not bits & key.bit
+    if added:
+        _count_block(1)
     setattr(_tls, which, bits | key.bit)
     try:
         yield
     finally:
         if added:
             setattr(_tls, which, getattr(_tls, which) & ~key.bit)
+            _count_block(-1)
 
 
 def include(key):
@@ -168,14 +183,14 @@ def call(op_name: str, *args, **kwargs):
     """Dispatch a call: compute its key set, then run the highest acting key (a repeat call:
     one lookup of what the same op, key set and dtype ran before)."""
     bits, dtype = _bits_and_dtype(args)
-    tls = _tls
     if kwargs:
-        bits = ((bits | _device_bits(kwargs.values())) | tls.include) & ~tls.exclude
-        fn = _resolved.get((op_name, bits, dtype))
-        return fn(*args, **kwargs) if fn is not None else _run(op_name, bits, args, kwargs)
-    bits = (bits | tls.include) & ~tls.exclude
+        bits |= _device_bits(kwargs.values())
+    if _blocks:                                  # some thread has an include or exclude set
+        bits = (bits | _tls.include) & ~_tls.exclude
     fn = _resolved.get((op_name, bits, dtype))
-    return fn(*args) if fn is not None else _run(op_name, bits, args, kwargs)
+    if fn is None:
+        return _run(op_name, bits, args, kwargs)
+    return fn(*args, **kwargs) if kwargs else fn(*args)
 
 
 def redispatch(op_name: str, keyset: KeySet, *args, **kwargs):

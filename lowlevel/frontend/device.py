@@ -14,6 +14,7 @@ from ..cuda import Device as CudaDevice
 from ..cuda import device_count
 from ..cuda.context import current_device_ordinal
 from ..dispatch import backend_for
+from ..dispatch.keys import backend_keys
 
 
 _interned: dict = {}          # (spec, index) -> the Device made for them
@@ -40,6 +41,9 @@ class Device:
         kind, _, number = str(spec).partition(":")
         self.type = kind
         self.index = int(number) if number else (index if index is not None else (0 if kind != "cpu" else None))
+        backend = backend_keys.get(kind)
+        if backend is not None:
+            self.key_bit = backend.bit          # else looked up when first read (see key_bit below)
         if kind == "cuda" and self.index != 0:
             global only_cuda_0
             only_cuda_0 = False
@@ -47,16 +51,14 @@ class Device:
             _interned[key] = self
         return self
 
-    def __getattr__(self, name):
-        """`key_bit`: the bit of the dispatch key of this device type's backend, which the
-        dispatcher reads for every tensor argument. Looked up the first time it is asked for
-        (a backend may be registered after a Device of its type was made; an unregistered
-        type raises backend_for's error, as the dispatcher's own lookup did), then kept as
-        an attribute: a backend key, once registered, never changes."""
-        if name != "key_bit":
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        bit = self.key_bit = backend_for(self.type).bit
-        return bit
+    @functools.cached_property
+    def key_bit(self) -> int:
+        """The bit of the dispatch key of this device type's backend, which the dispatcher
+        reads for every tensor argument: set when the Device is made, or, for a device type
+        whose backend is registered later, looked up when first read (an unregistered type
+        raises backend_for's error, as the dispatcher's own lookup did). A backend key, once
+        registered, never changes."""
+        return backend_for(self.type).bit
 
     def __eq__(self, other):
         if other is self:

@@ -47,3 +47,30 @@ def test_a_device_knows_its_backends_bit():
     assert ll.Device("cuda").key_bit == dispatch.CUDA.bit
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
         ll.Device("cpu").nothing
+
+
+def test_include_and_exclude_of_one_thread_leave_the_others_alone():
+    """A call reads the thread's sets only while some include/exclude block is open (on any
+    thread): a block on one thread changes nothing on another, and its own calls see it
+    until it ends, nested blocks of one key included."""
+    import threading
+    a = ll.ones(2, requires_grad=True)
+    inside, other, ready, done = threading.Event(), {}, threading.Event(), threading.Event()
+
+    def elsewhere():
+        inside.wait()
+        other["grad_fn"] = (a + a).grad_fn
+        ready.set()
+        done.wait()
+    worker = threading.Thread(target=elsewhere)
+    worker.start()
+    with dispatch.exclude(dispatch.Autograd):
+        inside.set()
+        with dispatch.exclude(dispatch.Autograd):
+            assert (a + a).grad_fn is None
+        assert (a + a).grad_fn is None                  # the outer block still excludes
+        ready.wait()
+    done.set()
+    worker.join()
+    assert other["grad_fn"] is not None                 # the other thread recorded its call
+    assert (a + a).grad_fn is not None                  # and this one does again

@@ -98,3 +98,36 @@ def test_a_backend_registered_after_its_device_was_made(rng):
         return ll.tensor(a.host_view() + b.host_view())
     np.testing.assert_array_equal((t + t).numpy(), x + x)
     assert seen == ["latedev"]
+
+
+def test_a_cached_number_is_never_written_by_in_place_ops(device, rng):
+    """The 0-d tensor of a number is made once per (number, dtype, device, stream) and is
+    only ever an operand: in-place ops on results and on the other operand leave it alone."""
+    x = rng.standard_normal(5).astype(np.float32)
+    a = ll.tensor(x, device=device)
+    y = a * 2.0
+    y.mul_(3.0)
+    y += 2.0
+    a.add_(2.0)
+    a.sub_(a * 2.0)
+    z = ll.zeros(5, device=device)
+    np.testing.assert_array_equal((z + 2.0).numpy(), np.full(5, 2.0, np.float32))
+    np.testing.assert_array_equal((z * 2.0 + 3.0).numpy(), np.full(5, 3.0, np.float32))
+    np.testing.assert_allclose(y.numpy(), x * 6 + 2, rtol=1e-6)
+    ints = ll.zeros(5, dtype="int64", device=device)
+    assert (ints + 2).numpy().tolist() == [2] * 5 and (z + True).numpy().tolist() == [1.0] * 5
+    assert (ll.zeros(5, dtype="float64", device=device) + 2.0).dtype is ll.float64
+
+
+def test_a_cached_number_in_a_graph_of_autograd(device, rng):
+    """A node that saved a number's 0-d tensor (mul) still sees its value after more ops
+    with the same number, in place ones included."""
+    x = rng.standard_normal(4).astype(np.float32)
+    a = ll.tensor(x, device=device, requires_grad=True)
+    out = a * 3.0
+    b = ll.ones(4, device=device)
+    b.mul_(3.0)
+    b *= 3.0
+    out.sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), np.full(4, 3.0, np.float32))
+    np.testing.assert_array_equal(b.numpy(), np.full(4, 9.0, np.float32))
