@@ -93,22 +93,32 @@ def ufunc_into(fn, out: np.ndarray, *operands) -> None:
 
 
 def _register_elementwise():
+    # A repeat call reads the plan in _direct itself (the miss computes it), and the host
+    # views made already (host_view_cache, which new_host sets for its result) directly:
+    # each frame less is ~0.05 us of a ~3 us op.
     for name, fn in _BINARY.items():
         def kernel(a, b, fn=fn):
-            layout = _direct_output(fn, a) if a.shape == b.shape else None
-            if layout is not None:
-                out = Tensor.new_host(a.shape, *layout, a.dtype, a.device)
-                ufunc_into(fn, out.host_view(), a.host_view(), b.host_view())
-                return out
+            if a.shape == b.shape:
+                layout = _direct.get((fn, a.dtype, a.shape), False)
+                if layout is False:
+                    layout = _direct_output(fn, a)
+                if layout is not None:
+                    out = Tensor.new_host(a.shape, layout[0], layout[1], a.dtype, a.device)
+                    va, vb = a.host_view_cache, b.host_view_cache
+                    ufunc_into(fn, out.host_view_cache, a.host_view() if va is None else va,
+                               b.host_view() if vb is None else vb)
+                    return out
             with np.errstate(all="ignore"):
                 return result(fn(values(a), values(b)), a)
         register_kernel(name, CPU, kernel, name=name)
     for name, fn in _UNARY.items():
         def kernel(x, fn=fn):
-            layout = _direct_output(fn, x)
+            layout = _direct.get((fn, x.dtype, x.shape), False)
+            if layout is False:
+                layout = _direct_output(fn, x)
             if layout is not None:
-                out = Tensor.new_host(x.shape, *layout, x.dtype, x.device)
-                ufunc_into(fn, out.host_view(), x.host_view())
+                out = Tensor.new_host(x.shape, layout[0], layout[1], x.dtype, x.device)
+                ufunc_into(fn, out.host_view_cache, x.host_view())
                 return out
             with np.errstate(all="ignore"):
                 return result(fn(values(x)), x)

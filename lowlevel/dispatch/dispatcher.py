@@ -118,34 +118,6 @@ def dtype_of(args) -> str | None:
     return None
 
 
-def _bits_and_dtype(args) -> tuple[int, str | None]:
-    """(_device_bits(args), dtype_of(args)) in one pass over the arguments. A lowlevel
-    Device carries its backend key's bit (`key_bit`): a tensor costs three attribute reads
-    (its requires_grad a plain one: a class default); any other argument (a device with
-    only a `type`, or no device) is read as _device_bits reads it."""
-    bits, dtype = 0, None
-    for a in args:
-        if type(a) in _PLAIN:
-            continue
-        try:
-            bit = a.device.key_bit
-        except AttributeError:
-            bits |= _device_bits((a,))
-        else:
-            bits |= bit
-            try:
-                if a.requires_grad is True:
-                    bits |= AUTOGRAD_BIT      # as a PyTorch tensor that requires grad carries the key
-            except AttributeError:
-                pass
-        if dtype is None:
-            try:
-                dtype = a.dtype.name
-            except AttributeError:
-                pass
-    return bits, dtype
-
-
 # ---- running a call -------------------------------------------------------------------------------
 def _top_entry(op_name: str, bits: int):
     """(the op's table, the entry of its highest acting key in `bits`); entry None when no
@@ -181,8 +153,33 @@ _resolved = table.resolved          # the same dict (emptied in place by registr
 
 def call(op_name: str, *args, **kwargs):
     """Dispatch a call: compute its key set, then run the highest acting key (a repeat call:
-    one lookup of what the same op, key set and dtype ran before)."""
-    bits, dtype = _bits_and_dtype(args)
+    one lookup of what the same op, key set and dtype ran before).
+
+    The key set and the dtype come from one pass over the positional arguments (what
+    _device_bits and dtype_of compute, in this frame). A lowlevel Device carries its backend
+    key's bit (`key_bit`): a tensor costs three attribute reads (requires_grad a plain one:
+    a class default); any other argument (a device with only a `type`, or no device) is
+    read as _device_bits reads it."""
+    bits, dtype = 0, None
+    for a in args:
+        if type(a) in _PLAIN:
+            continue
+        try:
+            bit = a.device.key_bit
+        except AttributeError:
+            bits |= _device_bits((a,))
+        else:
+            bits |= bit
+            try:
+                if a.requires_grad is True:
+                    bits |= AUTOGRAD_BIT      # as a PyTorch tensor that requires grad carries the key
+            except AttributeError:
+                pass
+        if dtype is None:
+            try:
+                dtype = a.dtype.name
+            except AttributeError:
+                pass
     if kwargs:
         bits |= _device_bits(kwargs.values())
     if _blocks:                                  # some thread has an include or exclude set

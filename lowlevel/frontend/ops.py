@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from .. import trace
+from ..cuda.context import current_device_ordinal
 from ..cuda.graph import refuse_while_capturing
 from ..dispatch import Autograd, KeySet, backend_for, call, redispatch
 from . import dtypes as dt
@@ -27,7 +28,17 @@ from .fast_ops import binary_op, unary_op
 from .shapes import broadcast_shapes
 from .tensor import Tensor
 
-call, redispatch = on_their_device(call), on_their_device(redispatch)   # CUDA work on its tensors' device
+# CUDA work on its tensors' device; `dispatch`, the dispatcher's own call, for an op whose
+# operands' device is current already (a CPU tensor, or one on the current CUDA device)
+dispatch = call
+call, redispatch = on_their_device(call), on_their_device(redispatch)
+
+
+def _caller(x: Tensor):
+    """The call that runs an op on x's device: the dispatcher's own where no other device
+    is to be made current (on_their_device's test, made here once), else the guarded one."""
+    device = x.device
+    return dispatch if device.type != "cuda" or device.index == current_device_ordinal() else call
 
 
 def _describe(x) -> str:
@@ -184,7 +195,7 @@ def _reduction(op: str, x, dim, keepdim: bool) -> Tensor:
         raise ValueError(f"max: the reduced dimension of {_describe(x)} is empty")
     if trace.active is not None:
         trace.note_validation(op, time.perf_counter() - start)
-    return call(op, x, dim=dim, keepdim=bool(keepdim))
+    return _caller(x)(op, x, dim=dim, keepdim=bool(keepdim))
 
 
 def sum(x, dim=None, keepdim=False) -> Tensor:       # noqa: A001 - the op's name
@@ -211,7 +222,7 @@ def softmax(x, dim=-1) -> Tensor:
         raise IndexError(f"softmax: dim {dim} is out of range for a tensor of shape {x.shape}")
     if trace.active is not None:
         trace.note_validation("softmax", time.perf_counter() - start)
-    return call("softmax", x, dim=dim % nd)
+    return _caller(x)("softmax", x, dim=dim % nd)
 
 
 def matmul(a, b) -> Tensor:
@@ -233,7 +244,7 @@ def matmul(a, b) -> Tensor:
         raise ValueError(f"matmul: batch sizes differ: a is {sa}, b is {sb}")
     if trace.active is not None:
         trace.note_validation("matmul", time.perf_counter() - start)
-    return call("matmul", a, b)
+    return _caller(a)("matmul", a, b)
 
 
 # ---- math after the basic arithmetic: unary float ops, abs, minimum, pow, clamp, min --------------------

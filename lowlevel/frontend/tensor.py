@@ -161,7 +161,8 @@ class Tensor:
         else:
             storage = Storage.host_bytes(nbytes, device)
             view = storage.host[:nbytes].view(dtype.storage).reshape(shape)
-        t = cls.new_tensor(storage, shape, strides, dtype)
+        t = cls.__new__(cls)            # new_tensor's work, without its frame
+        t.storage, t.shape, t.strides, t.offset, t.dtype, t.device = storage, shape, strides, 0, dtype, device
         t.contiguous_cache = True
         t.host_view_cache = view
         return t
