@@ -99,14 +99,21 @@ class Storage:
                 pass
 
 
-class ArrayStorage(Storage):
+class ArrayStorage:
     """Host storage made as one array of the elements (np.empty(shape, dtype): a single numpy
     call, where bytes then a typed view of them are three), for a new tensor that an op
     writes whole. Its bytes (`host`, what views and interop read) are a view of the array,
     made the first time something asks for them: most results are read only through the
     array (the tensor's host view). Only for a whole number of 8-byte words, as Storage's
     own bytes are (so that they can be viewed as any element type). Made by Tensor.new_host,
-    which sets `array`, `nbytes` and `device` itself (no __init__ frame per op)."""
+    which sets `array`, `nbytes` and `device` itself (no __init__ frame per op).
+
+    Read as a Storage is (nbytes, device, host, block, keeper, version), but not a subclass
+    of it: it holds no device memory, so it has no finalizer to run (Storage.__del__, a
+    Python call at every result's end)."""
+
+    version = 0                 # as Storage's: the in-place writes to the bytes
+    block = keeper = None
 
     @functools.cached_property
     def host(self) -> np.ndarray:

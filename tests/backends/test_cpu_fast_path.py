@@ -72,3 +72,16 @@ def test_a_runtime_error_of_the_function_itself_is_raised():
         raise RuntimeError("the function's own error")
     with pytest.raises(RuntimeError, match="the function's own error"):
         ufunc_into(failing, np.empty(1), np.ones(1))
+
+
+def test_an_in_place_write_into_a_result_is_seen_by_autograd():
+    """A result's ArrayStorage counts the in-place writes as a Storage does: a saved result
+    written in place refuses the backward, with autograd's message."""
+    a = ll.tensor(np.ones(4, np.float32), requires_grad=True)
+    y = a + a
+    assert isinstance(y.storage, ArrayStorage) and y.storage.version == 0
+    z = y * y
+    y.add_(1.0)
+    assert y.storage.version == 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*is at version 1; expected version 0"):
+        z.sum().backward()
