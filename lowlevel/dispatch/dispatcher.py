@@ -181,7 +181,9 @@ def call(op_name: str, *args, **kwargs):
             except AttributeError:
                 pass
     if kwargs:
-        bits |= _device_bits(kwargs.values())
+        for v in kwargs.values():               # mostly numbers (dim=1): no call for them
+            if type(v) not in _PLAIN:
+                bits |= _device_bits((v,))
     if _blocks:                                  # some thread has an include or exclude set
         bits = (bits | _tls.include) & ~_tls.exclude
     fn = _resolved.get((op_name, bits, dtype))

@@ -33,6 +33,14 @@ def test_a_duck_typed_argument_of_an_unknown_device_type_is_refused(probe):
         probe(_duck("nodev"))
 
 
+def test_a_tensor_passed_by_keyword_chooses_the_backend():
+    dispatch.register_kernel("probe_keywords", dispatch.CPU, lambda *args, **kwargs: (args, kwargs))
+    t = ll.zeros(2)
+    assert dispatch.call("probe_keywords", dim=1, other=t) == ((), {"dim": 1, "other": t})
+    with pytest.raises(RuntimeError, match="^no backend is registered for device type 'nodev'$"):
+        dispatch.call("probe_keywords", t, other=_duck("nodev"))
+
+
 def test_requires_grad_of_any_argument_adds_autograd():
     t = ll.zeros(2)
     assert not dispatch.keyset_for((t,)).bits & dispatch.Autograd.bit
