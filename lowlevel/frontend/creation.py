@@ -89,9 +89,9 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
     # zero is part of the key, or x - -0.0 would reuse the tensor of +0.0. The device is in
     # the key as its type and index (what Device's == compares), hashed without a call of
     # Device.__hash__.
-    number = (type(value), value, value == 0 and math.copysign(1.0, value) < 0, dtype)
+    negative_zero = value == 0 and math.copysign(1.0, value) < 0
     if device.type != "cuda":
-        key = (*number, device.type, device.index)
+        key = (type(value), value, negative_zero, dtype, device.type, device.index)
     else:
         if is_current_stream_capturing():
             return _captured_scalar(value, dtype, device)
@@ -103,7 +103,8 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
         else:
             with device_guard(index):                   # the stream of the tensor's own device
                 stream = current_stream()
-        key = (*number, "cuda", index, id(get_driver()), 0 if stream is None else stream.handle)
+        key = (type(value), value, negative_zero, dtype, "cuda", index, id(get_driver()),
+               0 if stream is None else stream.handle)
     t = _constants.get(key)
     if t is None:
         t = from_numpy_values(np.array(value), dtype, device)
