@@ -109,7 +109,7 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
     if t is None:
         t = from_numpy_values(np.array(value), dtype, device)
         stored = dtype.from_numpy_values(np.array(value))           # as the tensor holds it
-        t.scalar_value = dtype.to_numpy_values(stored).item()
+        t.scalar_value = t.storage.constant = dtype.to_numpy_values(stored).item()
         if len(_constants) >= _MAX_CONSTANTS:
             _constants.clear()
         _constants[key] = t

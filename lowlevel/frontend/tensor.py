@@ -34,6 +34,9 @@ class Storage:
 
     version = 0                 # class default: Storage.foreign makes instances without __init__
     block = host = keeper = None
+    # The number whose shared 0-d constant these bytes are (creation.scalar_tensor), or None:
+    # in-place writes refuse them, since every op with that number reads them.
+    constant = None
 
     def __init__(self, nbytes: int, device: Device):
         self.nbytes = nbytes
@@ -113,7 +116,7 @@ class ArrayStorage:
     Python call at every result's end)."""
 
     version = 0                 # as Storage's: the in-place writes to the bytes
-    block = keeper = None
+    block = keeper = constant = None
 
     @functools.cached_property
     def host(self) -> np.ndarray:

@@ -131,3 +131,26 @@ def test_a_cached_number_in_a_graph_of_autograd(device, rng):
     out.sum().backward()
     np.testing.assert_array_equal(a.grad.numpy(), np.full(4, 3.0, np.float32))
     np.testing.assert_array_equal(b.numpy(), np.full(4, 9.0, np.float32))
+
+
+def test_the_constant_of_a_number_refuses_in_place_writes(device):
+    """The one place a number's shared 0-d constant can be reached, what an autograd node
+    saved: writing it (or a view of it) in place is refused by name, where it used to
+    change the number for every later op (ones * 2.0 gave 5.0 after fill_(5.0))."""
+    a = ll.ones(3, device=device, requires_grad=True)
+    constant = (a * 2.0).grad_fn.saved()[1]
+    assert constant.shape == () and constant.scalar_value == 2.0
+    message = ("{op}: the tensor is (a view of) the 0-d constant lowlevel keeps for the number 2.0, which every "
+               "op with that number reads; it cannot be written: clone() it first")
+    writes = {"copy_": [lambda: constant.fill_(5.0), lambda: constant.copy_(ll.ones((), device=device)),
+                        lambda: constant.reshape(1).zero_(), lambda: constant.__setitem__((), 3.0)],
+              "add_": [lambda: constant.add_(1.0)], "mul_": [lambda: constant.mul_(2.0)]}
+    for op, fns in writes.items():
+        for fn in fns:
+            _raises(RuntimeError, message.format(op=op), fn)
+    np.testing.assert_array_equal((ll.ones(3, device=device) * 2.0).numpy(), np.full(3, 2.0, np.float32))
+    copy = constant.clone()
+    copy.fill_(7.0)                                   # a clone, and any other 0-d tensor, is writable
+    other = ll.tensor(2.0, device=device)
+    other.add_(1.0)
+    assert (copy.item(), other.item()) == (7.0, 3.0)
