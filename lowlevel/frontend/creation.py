@@ -81,8 +81,10 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
     as an argument instead of reading the tensor.
 
     Made once per number, dtype, device, stream and context, then reused: an op never
-    writes into its operands and this tensor is handed to no caller, so its bytes stay
-    what they were (and, made on the stream that uses it, are there in that stream's order).
+    writes into its operands and this tensor is handed to no caller (an autograd node may
+    save it: its storage's `constant` makes every in-place write refuse it), so its bytes
+    stay what they were (and, made on the stream that uses it, are there in that stream's
+    order).
     """
     device = device if type(device) is Device else Device(device)
     # 0.0 == -0.0 (and they hash alike), but they are different numbers: the sign of a
