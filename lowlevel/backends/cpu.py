@@ -98,12 +98,15 @@ def _register_elementwise():
     # each frame less is ~0.05 us of a ~3 us op.
     for name, fn in _BINARY.items():
         def kernel(a, b, fn=fn):
-            if a.shape == b.shape:
-                layout = _direct.get((fn, a.dtype, a.shape), False)
+            # the operand of the result's shape: either, if both have it, or the other of a
+            # 0-d one (a number's constant: x * 2.0, 2.0 - x), which numpy broadcasts
+            like = a if a.shape == b.shape or not b.shape else (b if not a.shape else None)
+            if like is not None:
+                layout = _direct.get((fn, like.dtype, like.shape), False)
                 if layout is False:
-                    layout = _direct_output(fn, a)
+                    layout = _direct_output(fn, like)
                 if layout is not None:
-                    out = Tensor.new_host(a.shape, layout[0], layout[1], a.dtype, a.device)
+                    out = Tensor.new_host(like.shape, layout[0], layout[1], like.dtype, like.device)
                     va, vb = a.host_view_cache, b.host_view_cache
                     ufunc_into(fn, out.host_view_cache, a.host_view() if va is None else va,
                                b.host_view() if vb is None else vb)

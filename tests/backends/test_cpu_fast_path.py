@@ -85,3 +85,37 @@ def test_an_in_place_write_into_a_result_is_seen_by_autograd():
     assert y.storage.version == 1
     with pytest.raises(RuntimeError, match="modified by an inplace operation.*is at version 1; expected version 0"):
         z.sum().backward()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int32", "int64", "bfloat16", "bool"])
+def test_a_number_operand_on_either_side_gives_numpys_values(rng, dtype):
+    """x OP number and number OP x: the number's 0-d constant broadcast by numpy straight
+    into the result (an ArrayStorage where the dtype allows), numpy's values with the
+    number in the tensor's dtype."""
+    from lowlevel.frontend import dtypes
+    dt = getattr(dtypes, "bool_" if dtype == "bool" else dtype)
+    x = (rng.standard_normal(16) * 50).astype(np.float32)
+    t = ll.tensor(x, dtype=dt)
+    v = t.numpy()                                     # the values as the tensor holds them
+    number = 3 if not dt.is_float else 2.5
+    ops = {"mul": (lambda s, n: s * n, np.multiply), "add": (lambda s, n: s + n, np.add),
+           "maximum": (ll.maximum, np.maximum), "minimum": (ll.minimum, np.minimum)}
+    if dt.is_float:
+        ops["div"] = (lambda s, n: s / n, np.divide)
+    if dtype != "bool":
+        ops["sub"] = (lambda s, n: s - n, np.subtract)
+    kind = np.float32 if dtype == "bfloat16" else np.dtype(dt.storage)
+
+    def stored(values):                               # rounded to the dtype as a tensor holds it
+        return ll.tensor(values.astype(kind), dtype=dt).numpy()
+    with np.errstate(all="ignore"):
+        for name, (op, reference) in ops.items():
+            n = True if dtype == "bool" else number
+            got = op(t, n)
+            assert got.dtype is dt, name
+            np.testing.assert_array_equal(got.numpy(), stored(reference(v, np.asarray(n, kind))), err_msg=name)
+            if name in ("mul", "add", "sub"):
+                swapped = {"mul": lambda: n * t, "add": lambda: n + t, "sub": lambda: n - t}[name]()
+                np.testing.assert_array_equal(swapped.numpy(), stored(reference(np.asarray(n, kind), v)))
+    direct = t * number
+    assert isinstance(direct.storage, ArrayStorage) == (dtype not in ("bfloat16", "bool"))
