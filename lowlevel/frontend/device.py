@@ -69,6 +69,11 @@ class Device:
     def __hash__(self):
         return hash((self.type, self.index))
 
+    def __reduce__(self):
+        # copy, deepcopy and pickle make a Device from its spec: object's own way would call
+        # Device.__new__ without one (the interned CPU Device) and overwrite its type and index
+        return (Device, (self.type, self.index))
+
     def __repr__(self):
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
