@@ -22,15 +22,22 @@ _NUMBERS = frozenset({int, float})          # bool is not one: it takes the chec
 def binary_op(checked, op: str):
     """The function of the binary op `op`; `checked(op, a, b)` is the one that makes every
     check: the fast cases are those where each of its checks passes (same device, same
-    dtype, equal shapes; or a number, which takes the tensor's dtype and device)."""
+    dtype, equal shapes; or a number on either side, which takes the tensor's dtype and
+    device)."""
     def fn(a, b):
-        if type(a) is not Tensor or trace.active is not None:
+        if trace.active is not None:
             return checked(op, a, b)
-        device = a.device
-        if type(b) is Tensor:
+        if type(a) is not Tensor:
+            if type(a) not in _NUMBERS or type(b) is not Tensor:
+                return checked(op, a, b)
+            device = b.device
+            a = scalar_tensor(a, b.dtype, device)      # number OP tensor (2.0 * x, 1 - p)
+        elif type(b) is Tensor:
+            device = a.device
             if b.device is not device or b.dtype is not a.dtype or b.shape != a.shape:
                 return checked(op, a, b)
         elif type(b) in _NUMBERS:
+            device = a.device
             b = scalar_tensor(b, a.dtype, device)      # as `checked` makes it
         else:
             return checked(op, a, b)

@@ -80,7 +80,7 @@ _sub, _div = binary_op(_binary, "sub"), binary_op(_binary, "div")
 
 
 def sub(a, b) -> Tensor:
-    if builtins.any(isinstance(t, Tensor) and t.dtype.name == "bool" for t in (a, b)):
+    if (isinstance(a, Tensor) and a.dtype.name == "bool") or (isinstance(b, Tensor) and b.dtype.name == "bool"):
         raise TypeError("sub: - on bool tensors is not supported (as in PyTorch); to invert a mask use "
                         "ll.eq(mask, False)")
     return _sub(a, b)

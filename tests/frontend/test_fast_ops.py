@@ -23,6 +23,8 @@ def test_two_tensor_errors_are_word_for_word(device):
     _raises(ValueError, "mul: shapes (3,) and (4,) do not broadcast (dimension -1: 3 vs 4)",
             lambda: a * ll.zeros(4, device=device))
     _raises(TypeError, "add: cannot combine a tensor with str", lambda: a + "x")
+    _raises(TypeError, "add: cannot combine a tensor with str", lambda: "x" + a)
+    _raises(TypeError, "sub: cannot combine a tensor with NoneType", lambda: ll.sub(None, a))
     _raises(TypeError, "maximum: cannot combine a tensor with list", lambda: ll.maximum(a, [1.0]))
     _raises(TypeError, "add: needs at least one tensor, got float and float", lambda: ll.add(1.0, 2.0))
     _raises(TypeError, "exp: needs a floating-point tensor, got (3,) int64 on " + str(a.device),
@@ -46,7 +48,8 @@ def test_the_fast_cases_give_numpys_values(device, rng):
         checks = [(a + b, x + y), (a * b, x * y), (ll.maximum(a, b), np.maximum(x, y)),
                   (ll.minimum(a, b), np.minimum(x, y)), (a - b, x - y), (a / b, x / y), (a * 2.0, x * np.float32(2)),
                   (a + 3, x + np.float32(3)), (2.0 * a, np.float32(2) * x), (a + r, x + row),   # broadcast
-                  (a + True, x + np.float32(1)), (a.relu(), np.maximum(x, 0)), (ll.abs(a), np.abs(x)),
+                  (a + True, x + np.float32(1)), (1 - a, np.float32(1) - x), (2.0 / a, np.float32(2) / x),
+                  (True * a, x), (a.relu(), np.maximum(x, 0)), (ll.abs(a), np.abs(x)),
                   (ll.sqrt(ll.abs(a)), np.sqrt(np.abs(x)))]
     for got, expected in checks:
         np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6, atol=1e-6)
