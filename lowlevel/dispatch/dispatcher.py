@@ -30,18 +30,33 @@ class _Local(threading.local):
 
 _tls = _Local()
 AUTOGRAD_BIT = Autograd.bit
+# How many include/exclude blocks (of every thread) have added a key: while none has, every
+# thread's sets are empty and a call reads neither. A thread counts its block in before it
+# dispatches inside it and out after it has emptied its set again, so that it never skips
+# its own sets; another thread's count changes nothing for a thread whose sets are empty.
+_blocks = 0
+_blocks_lock = threading.Lock()
+
+
+def _count_block(step: int) -> None:
+    global _blocks
+    with _blocks_lock:
+        _blocks += step
 
 
 @contextmanager
 def _tls_with(which: str, key):
     bits = getattr(_tls, which)
     added = not bits & key.bit
+    if added:
+        _count_block(1)
     setattr(_tls, which, bits | key.bit)
     try:
         yield
     finally:
         if added:
             setattr(_tls, which, getattr(_tls, which) & ~key.bit)
+            _count_block(-1)
 
 
 def include(key):
@@ -103,31 +118,6 @@ def dtype_of(args) -> str | None:
     return None
 
 
-def _bits_and_dtype(args) -> tuple[int, str | None]:
-    """(_device_bits(args), dtype_of(args)) in one pass over the arguments; attributes are
-    read directly (a tensor has them all), with AttributeError for what has none."""
-    bits, dtype = 0, None
-    keys = backend_keys
-    for a in args:
-        if type(a) in _PLAIN:
-            continue
-        try:
-            kind = a.device.type
-        except AttributeError:
-            kind = None
-        if kind is not None:
-            key = keys.get(kind)
-            bits |= key.bit if key is not None else backend_for(kind).bit     # backend_for raises
-            if getattr(a, "requires_grad", False) is True:
-                bits |= AUTOGRAD_BIT
-        if dtype is None:
-            try:
-                dtype = a.dtype.name
-            except AttributeError:
-                pass
-    return bits, dtype
-
-
 # ---- running a call -------------------------------------------------------------------------------
 def _top_entry(op_name: str, bits: int):
     """(the op's table, the entry of its highest acting key in `bits`); entry None when no
@@ -163,16 +153,43 @@ _resolved = table.resolved          # the same dict (emptied in place by registr
 
 def call(op_name: str, *args, **kwargs):
     """Dispatch a call: compute its key set, then run the highest acting key (a repeat call:
-    one lookup of what the same op, key set and dtype ran before)."""
-    bits, dtype = _bits_and_dtype(args)
-    tls = _tls
+    one lookup of what the same op, key set and dtype ran before).
+
+    The key set and the dtype come from one pass over the positional arguments (what
+    _device_bits and dtype_of compute, in this frame). A lowlevel Device carries its backend
+    key's bit (`key_bit`): a tensor costs three attribute reads (requires_grad a plain one:
+    a class default); any other argument (a device with only a `type`, or no device) is
+    read as _device_bits reads it."""
+    bits, dtype = 0, None
+    for a in args:
+        if type(a) in _PLAIN:
+            continue
+        try:
+            bit = a.device.key_bit
+        except AttributeError:
+            bits |= _device_bits((a,))
+        else:
+            bits |= bit
+            try:
+                if a.requires_grad is True:
+                    bits |= AUTOGRAD_BIT      # as a PyTorch tensor that requires grad carries the key
+            except AttributeError:
+                pass
+        if dtype is None:
+            try:
+                dtype = a.dtype.name
+            except AttributeError:
+                pass
     if kwargs:
-        bits = ((bits | _device_bits(kwargs.values())) | tls.include) & ~tls.exclude
-        fn = _resolved.get((op_name, bits, dtype))
-        return fn(*args, **kwargs) if fn is not None else _run(op_name, bits, args, kwargs)
-    bits = (bits | tls.include) & ~tls.exclude
+        for v in kwargs.values():               # mostly numbers (dim=1): no call for them
+            if type(v) not in _PLAIN:
+                bits |= _device_bits((v,))
+    if _blocks:                                  # some thread has an include or exclude set
+        bits = (bits | _tls.include) & ~_tls.exclude
     fn = _resolved.get((op_name, bits, dtype))
-    return fn(*args) if fn is not None else _run(op_name, bits, args, kwargs)
+    if fn is None:
+        return _run(op_name, bits, args, kwargs)
+    return fn(*args, **kwargs) if kwargs else fn(*args)
 
 
 def redispatch(op_name: str, keyset: KeySet, *args, **kwargs):

@@ -7,6 +7,8 @@
     creation.py   empty, zeros, ones, full, arange, rand, randn, manual_seed, tensor()
     ops.py        validate shapes, devices and dtypes, then hand the call to the dispatcher;
                   attaches the ops to Tensor as its operators and methods
+    fast_ops.py   the element-wise ops' common cases, checked and dispatched in one frame
+                  (everything else through ops.py's checks)
     inplace.py    copy_, fill_, zero_, add_ ... div_, +=, and t[index] = value
     joining.py    unsqueeze, squeeze, flatten, cat, stack, *_like, eye, linspace, from_numpy,
                   half/float/double, float(t) and int(t)
@@ -17,5 +19,5 @@
 Nothing here calls ctypes or knows a kernel: ops go through lowlevel.dispatch, and the
 backends (lowlevel.backends, above this layer) register the kernels.
 """
-from . import (autograd, creation, device, dtypes, inplace, interop, joining, ops, shapes,  # noqa: F401  (they attach Tensor methods)
+from . import (autograd, creation, device, dtypes, fast_ops, inplace, interop, joining, ops, shapes,  # noqa: F401  (they attach Tensor methods)
                tensor)

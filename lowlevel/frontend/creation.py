@@ -81,31 +81,37 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
     as an argument instead of reading the tensor.
 
     Made once per number, dtype, device, stream and context, then reused: an op never
-    writes into its operands and this tensor is handed to no caller, so its bytes stay
-    what they were (and, made on the stream that uses it, are there in that stream's order).
+    writes into its operands and this tensor is handed to no caller (an autograd node may
+    save it: its storage's `constant` makes every in-place write refuse it), so its bytes
+    stay what they were (and, made on the stream that uses it, are there in that stream's
+    order).
     """
     device = device if type(device) is Device else Device(device)
     # 0.0 == -0.0 (and they hash alike), but they are different numbers: the sign of a
-    # zero is part of the key, or x - -0.0 would reuse the tensor of +0.0.
-    key = (type(value), value, value == 0 and math.copysign(1.0, value) < 0, dtype, device)
-    if device.type == "cuda":
+    # zero is part of the key, or x - -0.0 would reuse the tensor of +0.0. The device is in
+    # the key as its type and index (what Device's == compares), hashed without a call of
+    # Device.__hash__.
+    negative_zero = value == 0 and math.copysign(1.0, value) < 0
+    if device.type != "cuda":
+        key = (type(value), value, negative_zero, dtype, device.type, device.index)
+    else:
         if is_current_stream_capturing():
             return _captured_scalar(value, dtype, device)
         # The driver and device whose context the tensor would be made in, and the stream;
         # no context generation: a reset empties the cache (on_reset above).
-        index = device.index
-        if index is None or index == current_device_ordinal():     # no device to switch to
-            stream = current_stream()
-            index = current_device_ordinal()
+        index, current = device.index, current_device_ordinal()
+        if index is None or index == current:      # no device to switch to
+            stream, index = current_stream(), current
         else:
             with device_guard(index):                   # the stream of the tensor's own device
                 stream = current_stream()
-        key += (id(get_driver()), index, 0 if stream is None else stream.handle)
+        key = (type(value), value, negative_zero, dtype, "cuda", index, id(get_driver()),
+               0 if stream is None else stream.handle)
     t = _constants.get(key)
     if t is None:
         t = from_numpy_values(np.array(value), dtype, device)
         stored = dtype.from_numpy_values(np.array(value))           # as the tensor holds it
-        t.scalar_value = dtype.to_numpy_values(stored).item()
+        t.scalar_value = t.storage.constant = dtype.to_numpy_values(stored).item()
         if len(_constants) >= _MAX_CONSTANTS:
             _constants.clear()
         _constants[key] = t

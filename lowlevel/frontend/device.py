@@ -13,6 +13,8 @@ import functools
 from ..cuda import Device as CudaDevice
 from ..cuda import device_count
 from ..cuda.context import current_device_ordinal
+from ..dispatch import backend_for
+from ..dispatch.keys import backend_keys
 
 
 _interned: dict = {}          # (spec, index) -> the Device made for them
@@ -39,12 +41,24 @@ class Device:
         kind, _, number = str(spec).partition(":")
         self.type = kind
         self.index = int(number) if number else (index if index is not None else (0 if kind != "cpu" else None))
+        backend = backend_keys.get(kind)
+        if backend is not None:
+            self.key_bit = backend.bit          # else looked up when first read (see key_bit below)
         if kind == "cuda" and self.index != 0:
             global only_cuda_0
             only_cuda_0 = False
         if key is not None and len(_interned) < _MAX_INTERNED:
             _interned[key] = self
         return self
+
+    @functools.cached_property
+    def key_bit(self) -> int:
+        """The bit of the dispatch key of this device type's backend, which the dispatcher
+        reads for every tensor argument: set when the Device is made, or, for a device type
+        whose backend is registered later, looked up when first read (an unregistered type
+        raises backend_for's error, as the dispatcher's own lookup did). A backend key, once
+        registered, never changes."""
+        return backend_for(self.type).bit
 
     def __eq__(self, other):
         if other is self:
@@ -54,6 +68,11 @@ class Device:
 
     def __hash__(self):
         return hash((self.type, self.index))
+
+    def __reduce__(self):
+        # copy, deepcopy and pickle make a Device from its spec: object's own way would call
+        # Device.__new__ without one (the interned CPU Device) and overwrite its type and index
+        return (Device, (self.type, self.index))
 
     def __repr__(self):
         return self.type if self.index is None else f"{self.type}:{self.index}"

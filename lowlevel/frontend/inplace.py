@@ -46,6 +46,11 @@ def _as_source(dst: Tensor, src) -> Tensor:
 def _check_writable(op: str, dst: Tensor, shape) -> None:
     if not isinstance(dst, Tensor):
         raise TypeError(f"{op}: expected a tensor to write into, got {type(dst).__name__}")
+    if dst.storage.constant is not None:
+        # only reachable through what an autograd node saved (node.saved()): never handed out
+        raise RuntimeError(f"{op}: the tensor is (a view of) the 0-d constant lowlevel keeps for the number "
+                           f"{dst.storage.constant!r}, which every op with that number reads; it cannot be "
+                           f"written: clone() it first")
     if broadcast_shapes(op, tuple(shape), dst.shape) != dst.shape:
         raise RuntimeError(f"{op}: output with shape {list(dst.shape)} doesn't match the broadcast shape "
                            f"{list(broadcast_shapes(op, tuple(shape), dst.shape))}")

@@ -17,16 +17,28 @@ import time
 import numpy as np
 
 from .. import trace
+from ..cuda.context import current_device_ordinal
 from ..cuda.graph import refuse_while_capturing
 from ..dispatch import Autograd, KeySet, backend_for, call, redispatch
 from . import dtypes as dt
 from .creation import from_numpy_values, full, scalar_tensor
 from .device import Device, on_their_device
 from .dtypes import DType, as_dtype, is_dtype_name
+from .fast_ops import binary_op, unary_op
 from .shapes import broadcast_shapes
 from .tensor import Tensor
 
-call, redispatch = on_their_device(call), on_their_device(redispatch)   # CUDA work on its tensors' device
+# CUDA work on its tensors' device; `dispatch`, the dispatcher's own call, for an op whose
+# operands' device is current already (a CPU tensor, or one on the current CUDA device)
+dispatch = call
+call, redispatch = on_their_device(call), on_their_device(redispatch)
+
+
+def _caller(x: Tensor):
+    """The call that runs an op on x's device: the dispatcher's own where no other device
+    is to be made current (on_their_device's test, made here once), else the guarded one."""
+    device = x.device
+    return dispatch if device.type != "cuda" or device.index == current_device_ordinal() else call
 
 
 def _describe(x) -> str:
@@ -41,27 +53,11 @@ def _same_device_and_dtype(op: str, a: Tensor, b: Tensor) -> None:
                         f"convert one with .to(dtype)")
 
 
-_NUMBERS = frozenset({int, float})
-
-
 def _binary(op: str, a, b) -> Tensor:
+    """Every case of a binary op but the common ones fast_ops.binary_op dispatches itself:
+    each check, and each error, of a binary op is here."""
     # Validation is timed only while a trace records it (here and in every op below).
     start = time.perf_counter() if trace.active is not None else 0.0
-    if type(a) is Tensor and type(b) is Tensor:
-        # The common case, two tensors: the same checks as below, without the number handling.
-        if a.device is not b.device or a.dtype is not b.dtype:
-            _same_device_and_dtype(op, a, b)
-        if a.shape != b.shape:
-            broadcast_shapes(op, a.shape, b.shape)
-        if trace.active is not None:
-            trace.note_validation(op, time.perf_counter() - start)
-        return call(op, a, b)
-    if type(a) is Tensor and type(b) in _NUMBERS:
-        # The next most common case, tensor OP number: no device or dtype to compare.
-        b = scalar_tensor(b, a.dtype, a.device)
-        if trace.active is not None:
-            trace.note_validation(op, time.perf_counter() - start)
-        return call(op, a, b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"{op}: needs at least one tensor, got {type(a).__name__} and {type(b).__name__}")
     for x in (a, b):
@@ -79,19 +75,18 @@ def _binary(op: str, a, b) -> Tensor:
     return call(op, a, b)
 
 
-def add(a, b) -> Tensor:
-    return _binary("add", a, b)
+add = binary_op(_binary, "add")
+_sub, _div = binary_op(_binary, "sub"), binary_op(_binary, "div")
 
 
 def sub(a, b) -> Tensor:
-    if builtins.any(isinstance(t, Tensor) and t.dtype.name == "bool" for t in (a, b)):
+    if (isinstance(a, Tensor) and a.dtype.name == "bool") or (isinstance(b, Tensor) and b.dtype.name == "bool"):
         raise TypeError("sub: - on bool tensors is not supported (as in PyTorch); to invert a mask use "
                         "ll.eq(mask, False)")
-    return _binary("sub", a, b)
+    return _sub(a, b)
 
 
-def mul(a, b) -> Tensor:
-    return _binary("mul", a, b)
+mul = binary_op(_binary, "mul")
 
 
 def div(a, b) -> Tensor:
@@ -101,11 +96,10 @@ def div(a, b) -> Tensor:
     if isinstance(like, Tensor) and not like.dtype.is_float:
         raise TypeError(f"div: true division of {_describe(like)} would give floats; lowlevel does not promote "
                         f"dtypes, so convert the operands with .to(lowlevel.float32) first")
-    return _binary("div", a, b)
+    return _div(a, b)
 
 
-def maximum(a, b) -> Tensor:
-    return _binary("maximum", a, b)
+maximum = binary_op(_binary, "maximum")
 
 
 # ---- comparisons (bool results) and where ------------------------------------------------------
@@ -180,12 +174,8 @@ def neg(x) -> Tensor:
     return _unary("neg", x)
 
 
-def relu(x) -> Tensor:
-    return _unary("relu", x)
-
-
-def exp(x) -> Tensor:
-    return _unary("exp", x, floats_only=True)
+relu = unary_op(_unary, "relu")
+exp = unary_op(_unary, "exp", floats_only=True)
 
 
 def _reduction(op: str, x, dim, keepdim: bool) -> Tensor:
@@ -205,7 +195,7 @@ def _reduction(op: str, x, dim, keepdim: bool) -> Tensor:
         raise ValueError(f"max: the reduced dimension of {_describe(x)} is empty")
     if trace.active is not None:
         trace.note_validation(op, time.perf_counter() - start)
-    return call(op, x, dim=dim, keepdim=bool(keepdim))
+    return _caller(x)(op, x, dim=dim, keepdim=bool(keepdim))
 
 
 def sum(x, dim=None, keepdim=False) -> Tensor:       # noqa: A001 - the op's name
@@ -232,7 +222,7 @@ def softmax(x, dim=-1) -> Tensor:
         raise IndexError(f"softmax: dim {dim} is out of range for a tensor of shape {x.shape}")
     if trace.active is not None:
         trace.note_validation("softmax", time.perf_counter() - start)
-    return call("softmax", x, dim=dim % nd)
+    return _caller(x)("softmax", x, dim=dim % nd)
 
 
 def matmul(a, b) -> Tensor:
@@ -254,31 +244,19 @@ def matmul(a, b) -> Tensor:
         raise ValueError(f"matmul: batch sizes differ: a is {sa}, b is {sb}")
     if trace.active is not None:
         trace.note_validation("matmul", time.perf_counter() - start)
-    return call("matmul", a, b)
+    return _caller(a)("matmul", a, b)
 
 
 # ---- math after the basic arithmetic: unary float ops, abs, minimum, pow, clamp, min --------------------
 FLOAT_UNARY = ("sqrt", "rsqrt", "log", "log1p", "expm1", "tanh", "sigmoid")
 
 
-def _float_unary(op):
-    def fn(x) -> Tensor:
-        return _unary(op, x, floats_only=True)
-    fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = f"Elementwise {op} of a floating-point tensor."
-    return fn
+sqrt, rsqrt, log, log1p, expm1, tanh, sigmoid = (unary_op(_unary, op, floats_only=True) for op in FLOAT_UNARY)
+abs = unary_op(_unary, "abs")           # noqa: A001 - the op's name
 
 
-sqrt, rsqrt, log, log1p, expm1, tanh, sigmoid = (_float_unary(op) for op in FLOAT_UNARY)
-
-
-def abs(x) -> Tensor:                   # noqa: A001 - the op's name
-    return _unary("abs", x)
-
-
-def minimum(a, b) -> Tensor:
-    """Elementwise minimum (broadcasting); NaN if either is NaN, as in numpy and PyTorch."""
-    return _binary("minimum", a, b)
+minimum = binary_op(_binary, "minimum")
+minimum.__doc__ = "Elementwise minimum (broadcasting); NaN if either is NaN, as in numpy and PyTorch."
 
 
 def pow(x, exponent) -> Tensor:         # noqa: A001

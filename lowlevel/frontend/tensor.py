@@ -34,6 +34,9 @@ class Storage:
 
     version = 0                 # class default: Storage.foreign makes instances without __init__
     block = host = keeper = None
+    # The number whose shared 0-d constant these bytes are (creation.scalar_tensor), or None:
+    # in-place writes refuse them, since every op with that number reads them.
+    constant = None
 
     def __init__(self, nbytes: int, device: Device):
         self.nbytes = nbytes
@@ -99,6 +102,27 @@ class Storage:
                 pass
 
 
+class ArrayStorage:
+    """Host storage made as one array of the elements (np.empty(shape, dtype): a single numpy
+    call, where bytes then a typed view of them are three), for a new tensor that an op
+    writes whole. Its bytes (`host`, what views and interop read) are a view of the array,
+    made the first time something asks for them: most results are read only through the
+    array (the tensor's host view). Only for a whole number of 8-byte words, as Storage's
+    own bytes are (so that they can be viewed as any element type). Made by Tensor.new_host,
+    which sets `array`, `nbytes` and `device` itself (no __init__ frame per op).
+
+    Read as a Storage is (nbytes, device, host, block, keeper, version), but not a subclass
+    of it: it holds no device memory, so it has no finalizer to run (Storage.__del__, a
+    Python call at every result's end)."""
+
+    version = 0                 # as Storage's: the in-place writes to the bytes
+    block = keeper = constant = None
+
+    @functools.cached_property
+    def host(self) -> np.ndarray:
+        return self.array.reshape(-1).view(np.uint8)      # a view: the array is contiguous
+
+
 class Tensor:
     # The Python number a 0-d tensor made by creation.scalar_tensor stands for (None for
     # every other tensor): kernels may take it as an argument instead of reading memory.
@@ -137,12 +161,20 @@ class Tensor:
     @classmethod
     def new_host(cls, shape: tuple, strides: tuple, nbytes: int, dtype: DType, device: Device) -> "Tensor":
         """A new contiguous tensor of `shape` (with its `strides` and `nbytes`, as a plan
-        computed them) in host storage that the caller writes whole (not zeroed first, see
-        Storage.host_bytes), with its host view made at once."""
-        storage = Storage.host_bytes(nbytes, device)
-        t = cls.new_tensor(storage, shape, strides, dtype)
+        computed them) in host storage that the caller writes whole (not zeroed first), with
+        its host view made at once: the array of an ArrayStorage where the bytes are a
+        whole number of 8-byte words, else a view of Storage.host_bytes."""
+        if nbytes >= 8 and not nbytes % 8:
+            view = np.empty(shape, dtype.storage)
+            storage = ArrayStorage.__new__(ArrayStorage)
+            storage.array, storage.nbytes, storage.device = view, nbytes, device
+        else:
+            storage = Storage.host_bytes(nbytes, device)
+            view = storage.host[:nbytes].view(dtype.storage).reshape(shape)
+        t = cls.__new__(cls)            # new_tensor's work, without its frame
+        t.storage, t.shape, t.strides, t.offset, t.dtype, t.device = storage, shape, strides, 0, dtype, device
         t.contiguous_cache = True
-        t.host_view_cache = storage.host[:nbytes].view(dtype.storage).reshape(shape)
+        t.host_view_cache = view
         return t
 
     # -- metadata ----------------------------------------------------------------------------

@@ -92,5 +92,28 @@ def check_a_creation_on_cuda_1_is_ordered_on_cuda_1():
     s.synchronize()
 
 
+def check_the_fast_ops_run_on_their_tensors_device():
+    """The element-wise ops' common cases, reductions, softmax and matmul call the dispatcher
+    without the device guard only where their tensors' device is current: on cuda:1 with
+    device 0 current and on cuda:0 with device 1 current, each result is made and computed
+    on its operands' device."""
+    x = np.arange(-3, 3, dtype=np.float32)
+    m = x.reshape(2, 3)
+    for ordinal, current in ((1, 0), (0, 1)):
+        a = ll.from_numpy(x).to(f"cuda:{ordinal}")
+        t = a.reshape(2, 3)
+        cuda.Device(current).set_current()
+        try:
+            e = np.exp(m - m.max(1, keepdims=True))
+            outs = {"add": (a + a, x + x), "mul": (a * 2.0, x * 2), "maximum": (ll.maximum(a, 0.5), np.maximum(x, 0.5)),
+                    "relu": (a.relu(), np.maximum(x, 0)), "exp": (ll.exp(a), np.exp(x)), "sum": (t.sum(1), m.sum(1)),
+                    "softmax": (t.softmax(1), e / e.sum(1, keepdims=True)), "matmul": (t @ t.T, m @ m.T)}
+            assert {name: _owner(out) for name, (out, _) in outs.items()} == {name: ordinal for name in outs}
+        finally:
+            cuda.Device(0).set_current()
+        for out, expected in outs.values():
+            np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)
+
+
 if __name__ == "__main__":
     main(globals())
