@@ -7,7 +7,7 @@ module), and thread-instructions per second (the engine's LaunchStats.thread_ins
 of that launch, over the event time). Every result is checked against numpy, so the
 figures are for launches that computed the right thing.
 
-    python tools/bench_emu.py [--repeat 3] [--no-numba] [--numba-n 8192]
+    python tools/bench_emu.py [--repeat 3] [--no-numba] [--numba-n 8192] [--only sgemm_tiled ...]
 
 Kernels: vector_add over 2^20 floats, sgemm_tiled 256x256x256, reduce_sum_f32 over 2^22,
 softmax_rows_f32 over 1024x1024, hgemm_mma 512x512x512 (float16 on the tensor cores), libdevice's
@@ -315,7 +315,12 @@ def main():
     ap.add_argument("--no-numba", action="store_true", help="skip numba's CUDA simulator")
     ap.add_argument("--numba-n", type=int, default=1 << 13, help="vector add size for numba's simulator")
     ap.add_argument("--numba-repeat", type=int, default=2)
+    ap.add_argument("--only", action="append", metavar="KEY",
+                    help="run only this kernel (repeatable): vector_add, sgemm_tiled, reduce_sum, "
+                         "softmax, hgemm_mma, f64_exp, f64_erfc; implies --no-numba")
     args = ap.parse_args()
+    if args.only:
+        args.no_numba = True
 
     info = cuda.driver_info()
     dev = cuda.Device(0)
@@ -333,7 +338,10 @@ def main():
     for fn in ("exp", "erfc"):                  # libdevice double math (fma.rn.f64 heavy)
         setups.append(lambda fn=fn: setup_libdevice_f64(rng, fn))
         names.append((f"libdevice f64 {fn} 60000", f"f64_{fn}"))
-    rows = [bench(label, key, setup, args.repeat) for setup, (label, key) in zip(setups, names)]
+    chosen = [(setup, name) for setup, name in zip(setups, names) if not args.only or name[1] in args.only]
+    if args.only and len(chosen) != len(set(args.only)):
+        ap.error(f"--only: unknown kernel in {args.only}; choose from {', '.join(k for _, k in names)}")
+    rows = [bench(label, key, setup, args.repeat) for setup, (label, key) in chosen]
 
     print()
     head = (f"{'kernel':28s} {'wall/launch':>12s} {'event/launch':>12s} {'thread-instr':>13s} "
@@ -366,6 +374,8 @@ def main():
                        ("f64_exp", "libdevice f64 exp over 60000 threads <= 2 s"),
                        ("f64_erfc", "libdevice f64 erfc over 60000 threads <= 2 s")):
         r = by_key.get(key)
+        if args.only and key not in args.only:
+            continue
         if r is None or "wall_s" not in r:
             print(f"  MISS  {label}: did not run ({(r or {}).get('error', '?')})")
         else:
@@ -373,14 +383,18 @@ def main():
             print(f"  {verdict}  {label}: {fmt_time(r['wall_s']).strip()} (wall, best of {args.repeat})")
     r = by_key.get("hgemm_mma")
     label = "hgemm_mma 512^3 <= 1 s"
-    if r is None or "wall_s" not in r:
+    if args.only and "hgemm_mma" not in args.only:
+        pass
+    elif r is None or "wall_s" not in r:
         print(f"  MISS  {label}: did not run ({(r or {}).get('error', '?')})")
     else:
         verdict = "PASS" if r["wall_s"] <= TARGETS["hgemm_mma"] else "MISS"
         print(f"  {verdict}  {label}: {fmt_time(r['wall_s']).strip()} (wall, best of {args.repeat})")
     va = by_key.get("vector_add")
     label = f"emulator >= {SPEEDUP_TARGET:.0f}x numba's simulator per element (vector add)"
-    if numba_row is None:
+    if args.only:
+        pass
+    elif numba_row is None:
         print(f"  ----  {label}: numba not run (--no-numba)")
     elif "error" in numba_row:
         print(f"  ----  {label}: {numba_row['error']}")

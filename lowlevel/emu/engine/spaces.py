@@ -26,6 +26,7 @@ from .memory import AccessFault, OutOfMemory
 POISON = 0xFF                    # every byte of fresh shared and local memory
 _U64 = np.uint64
 _SHIFT = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4}   # element index = byte offset >> log2(size)
+_U64_MASK = (1 << 64) - 1
 
 
 # --- module-scope .global / .const variables ---------------------------------------------
@@ -114,6 +115,7 @@ class SpacesMixin:
             self.smem = np.full(count * self.smem_stride, POISON, np.uint8)
             self.cta_base = np.repeat(np.arange(count, dtype=np.int64) * self.smem_stride,
                                       self.padded)
+        self._shared_bases = {}     # (size, offset) -> element index of each lane's CTA base + offset
         if self.uses_local:
             self.lmem = np.full(n_lanes * self.local_stride, POISON, np.uint8)
             self.lane_base = np.arange(n_lanes, dtype=np.int64) * self.local_stride
@@ -304,6 +306,55 @@ class SpacesMixin:
                 self.notify("shared_access", True, idx, size, self.batch_lanes(active, sub), iid)
             arr.view(dtype)[idx] = v if sub is None else v[sub]
 
+    # -- ld/st.shared [reg + offset] (isa/memops.py): a fast path, else the exact one --------
+    def shared_words(self, reg, off: int, nbytes: int, size: int):
+        """Element indices (of a `size`-byte view of smem) of the shared addresses
+        reg + off of every current lane, where one bitwise OR over `reg` proves them all
+        aligned (it has a low bit set iff some value has) and inside the window (the OR of
+        unsigned values is at least the largest; the largest itself where the OR is too
+        coarse a bound); None where that proof fails or the access is not the plain
+        converged one (a mask, gathered lanes, observers): then window_index decides, and
+        names the faulting lane."""
+        if (self.active is not None or self.lanes is not None or self.observers
+                or self.smem is None or not isinstance(reg, np.ndarray) or off < 0
+                or off % nbytes or reg.size != self.n):
+            return None
+        bits = int(np.bitwise_or.reduce(reg)) if reg.size else 0
+        top = self.smem_window - nbytes - off       # the highest good register value
+        if bits & (nbytes - 1) or bits > top and (top < 0 or int(reg.max()) > top):
+            return None
+        base = self._shared_bases.get((size, off))
+        if base is None:          # cta_base is a multiple of 16 and off of nbytes: exact shifts
+            base = self._shared_bases[(size, off)] = (self.cta_base + off) >> _SHIFT[size]
+        if reg.dtype.itemsize == 8:
+            reg = reg.view(np.int64)                # below the window size: same value
+        return (reg >> reg.dtype.type(_SHIFT[size])) + base
+
+    def load_shared(self, reg, off: int, size: int, vec: int, iid: int, guard):
+        """ld.shared [reg + off] (reg: a 32- or 64-bit register's raw bits)."""
+        if guard is None:
+            idx = self.shared_words(reg, off, size * vec, size)
+            if idx is not None:
+                if vec > 1:
+                    idx = idx[:, None] + np.arange(vec)
+                return self.smem.view(UINT[size])[idx]
+        return self.load_space("shared", _shared_address(reg, off), size, vec, iid, guard)
+
+    def store_shared(self, reg, off: int, size: int, vec: int, value, iid: int, guard) -> None:
+        """st.shared [reg + off], value (a register value or a tuple of vec of them)."""
+        if guard is None:
+            idx = self.shared_words(reg, off, size * vec, size)
+            if idx is not None:
+                dtype = UINT[size]
+                view = self.smem.view(dtype)
+                if vec == 1:
+                    view[idx] = value if isinstance(value, np.ndarray) else np.full(self.n, value, dtype)
+                    return
+                view[idx[:, None] + np.arange(vec)] = np.stack(
+                    [x if isinstance(x, np.ndarray) else np.full(self.n, x, dtype) for x in value], axis=1)
+                return
+        self.store_space("shared", _shared_address(reg, off), size, vec, value, iid, guard)
+
     # -- atomics ------------------------------------------------------------------------
     def atom(self, space, addr, op: str, ptype: str, b, c, iid: int, guard, want_old=True):
         """atom/red: returns the old raw bits (uint array over the current lanes)."""
@@ -346,6 +397,11 @@ class SpacesMixin:
         out = np.zeros(self.n, udt)
         out[active] = old
         return out
+
+
+def _shared_address(reg, off: int):
+    """The 64-bit address reg + off, as the generic path computes it (wrapping)."""
+    return reg.astype(_U64) + _U64(off & _U64_MASK)
 
 
 __all__ = ["allocate_globals", "free_globals", "bind_symbols", "SpacesMixin"]
