@@ -141,6 +141,11 @@ def _emit_fma(g, ins, m, t, d, a, b, c, guard):
     m.done()
     if t == "f64" and (ftz or sat):
         raise unsupported(ins, ".ftz/.sat on f64")
+    if t == "f32" and rnd == "rn" and not ftz and not sat and ins.opcode == "fma":
+        # sgemm's inner loop: operands widened once per run of fmas (fma32.py)
+        x, y = g.widened(ins, a), g.widened(ins, b)
+        g.write(ins, d, f"_fma_f32_wide({x}, {y}, {g.read(ins, c, t)}, _fma_f32)", t, guard)
+        return
     x, y, z = (g.read(ins, o, t) for o in (a, b, c))
     if ftz:
         x, y, z = f"_flush({x})", f"_flush({y})", f"_flush({z})"
