@@ -112,6 +112,8 @@ class BlockGen:
         # float64 copies of float32 registers for a run of fma.rn.f32 (arith.py): slot ->
         # name; forgotten when the slot is written and at any other instruction
         self.wide: dict[int, str] = {}
+        self.fmas: list = []                  # a run of fmas not emitted yet (fma32.queue)
+        self.fma_dests: set[int] = set()      # the slots they write
 
     # names
     def fresh(self) -> str:
@@ -313,6 +315,7 @@ def _runtime_namespace() -> dict:
         "_flush": n.flush_f32, "_satf": n.saturate_f, "_fmin": n.fmin_ptx, "_fmax": n.fmax_ptx,
         "_f32_dir": n.f32_op_directed, "_f64_dir": n.f64_op_directed,
         "_fma_f32": n.fma_f32, "_fma_f64": n.fma_f64, "_fma_f32_wide": fma32.fma_f32_wide,
+        "_fma_f32_group": fma32.fma_f32_group,
         "_div_dir": divsqrt.div_directed, "_sqrt_dir": divsqrt.sqrt_directed, "_flush64": n.flush_f64,
         "_round_f64_to_f32": n.round_f64_to_f32, "_int_to_float": n.int_to_float,
         "_float_to_int": n.float_to_int, "_round_integral": n.round_float_to_integral,
@@ -343,9 +346,10 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
         g = BlockGen(ck, ns)
         ret = None
         for ins in block.instructions:
-            g.emit(f"# line {ins.line}: {ins.text}")
             if ins.opcode != "fma":
+                fma32.flush(g)          # a run of fmas ends
                 g.wide.clear()          # only fmas keep widened operands (they write through g.write)
+            g.emit(f"# line {ins.line}: {ins.text}")
             if ins.opcode in _TERMINATORS:
                 if ins.syntax_error is not None:
                     raise ins.syntax_error
@@ -358,6 +362,7 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
                 raise ins.syntax_error
             _check_float_immediates(ins)
             emitter(g, ins)
+        fma32.flush(g)
         if ret is None:
             ret = str(block.index + 1 if block.index + 1 < exit_pc else exit_pc)
         block.barrier = getattr(g, "barrier", None)

@@ -20,6 +20,8 @@ times: fma_f32_wide takes those.
 """
 import numpy as np
 
+from ..ptx.ir import Reg
+
 F32, F64, U32, U64, I64 = np.float32, np.float64, np.uint32, np.uint64, np.int64
 
 _DROPPED = U64((1 << 29) - 1)             # what float64 -> float32 drops of a normal
@@ -31,7 +33,11 @@ _MIN_NORMAL = int(F64(2.0 ** -126).view(U64))
 def round_sum_f32(p, c):
     """float32 rounding of p + c, where p is a float64 array (an exact product of two
     float32) and c a float32 array of the same shape."""
-    s = p + c
+    return _round_sum(p, p + c, lambda i: c[i].astype(F64))
+
+
+def _round_sum(p, s, c_at):
+    """float32 rounding of p + c given s = fl64(p + c); c_at(flat indices): those c."""
     r = s.astype(F32)
     bits = s.view(U64)
     risky = (bits & _DROPPED) == _HALF
@@ -44,7 +50,7 @@ def round_sum_f32(p, c):
         risky |= (magnitude - U64(1)) < U64(_MIN_NORMAL - 1)
     if np.count_nonzero(risky):
         i = np.flatnonzero(risky)
-        r[i] = _round_exactly(p[i], c[i].astype(F64))
+        r.reshape(-1)[i] = _round_exactly(p.reshape(-1)[i], c_at(i))
     return r
 
 
@@ -71,4 +77,51 @@ def fma_f32_wide(a64, b64, c, general):
                    F32(b64) if np.ndim(b64) == 0 else b64.astype(F32), c, "rn")
 
 
-__all__ = ["fma_f32_wide", "round_sum_f32"]
+def fma_f32_group(a64s, b64s, cs, general):
+    """Several independent fma.rn.f32 at once (a run that the decoder queued: no member
+    reads what an earlier one writes), as rows of one array: a handful of numpy calls for
+    the whole run instead of for each member. Returns the results in order."""
+    n = cs[0].shape if isinstance(cs[0], np.ndarray) else None
+    if n is None or len(n) != 1 or not all(
+            isinstance(c, np.ndarray) and c.shape == n for c in cs) or not all(
+            np.ndim(v) == 0 or np.shape(v) == n for v in (*a64s, *b64s)):
+        return [fma_f32_wide(a, b, c, general) for a, b, c in zip(a64s, b64s, cs)]
+    p = np.empty((len(cs), n[0]), F64)
+    s = np.empty_like(p)
+    for i, (a, b, c) in enumerate(zip(a64s, b64s, cs)):
+        np.multiply(a, b, out=p[i])               # exact, as in fma_f32_wide
+        np.add(p[i], c, out=s[i])
+    return list(_round_sum(p, s, lambda i: np.concatenate(cs).astype(F64)[i]))
+
+
+# --- code generation (arith.py's fma): runs of fmas queued on the BlockGen -------------
+
+def queue(g, ins, d, a, b, c) -> None:
+    """fma.rn.f32 d, a, b, c (unguarded): widen a and b (BlockGen.widened) and queue it;
+    a member that reads what a queued one writes first flushes the queue."""
+    reads = {g.slot(ins, o) for o in (a, b, c) if isinstance(o, Reg)}
+    if reads & g.fma_dests:
+        flush(g)
+    x, y = g.widened(ins, a), g.widened(ins, b)
+    g.fmas.append((ins, d, x, y, g.read(ins, c, "f32")))
+    g.fma_dests.add(g.slot(ins, d))
+
+
+def flush(g) -> None:
+    """Emit the queued fmas: one call for the run (fma_f32_group), then their writes (the
+    reads all happen first, so a member may overwrite what an earlier one read)."""
+    q = g.fmas
+    if len(q) == 1:
+        ins, d, x, y, z = q[0]
+        g.write(ins, d, f"_fma_f32_wide({x}, {y}, {z}, _fma_f32)", "f32", None)
+    elif q:
+        names = [g.fresh() for _ in q]
+        cols = ["(" + ", ".join(m[j] for m in q) + ",)" for j in (2, 3, 4)]
+        g.emit(f"{', '.join(names)}, = _fma_f32_group({', '.join(cols)}, _fma_f32)")
+        for (ins, d, *_), name in zip(q, names):
+            g.write(ins, d, name, "f32", None)
+    q.clear()
+    g.fma_dests.clear()
+
+
+__all__ = ["fma_f32_group", "fma_f32_wide", "flush", "queue", "round_sum_f32"]

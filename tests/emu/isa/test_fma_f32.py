@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers.emu_engine import HEADER, Buf, launch
 from lowlevel.emu.engine.decode import load_ptx
-from lowlevel.emu.isa.fma32 import fma_f32_wide
+from lowlevel.emu.isa.fma32 import fma_f32_group, fma_f32_wide
 from lowlevel.emu.isa.numerics import fma_f32
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")   # inf * 0 and the like
@@ -145,6 +145,29 @@ def test_widened_operands_with_uniform_registers(rng):
     check_wide(np.float32(1.5), b, a)
     check_wide(a, b, np.float32(0.0))
     check_wide(np.float32(3.0), np.float32(1 / 3), np.float32(-1.0))
+
+
+def test_a_group_of_fmas_rounds_each_member_once(rng):
+    """fma_f32_group (a queued run, as rows of one array): every member against the exact
+    reference, with the risky elements (midpoints, subnormal results) spread over the rows
+    so that the fallback must find each one's row and column; and with uniform (scalar)
+    operands, which the members take one by one."""
+    k, n = 5, 700
+    a, b, c = (random_floats(rng, (k, n)) for _ in range(3))
+    tiny = np.ldexp(rng.standard_normal((2, n)), rng.integers(-75, -60, (2, n))).astype(np.float32)
+    a[3], b[3] = tiny                                # row 3: subnormal results
+    c[1] = (-(a[1].astype(np.float64) * b[1]) * (1 + 2.0 ** -23)).astype(np.float32)
+    for args in ((list(a), list(b), list(c)),
+                 ([np.float32(1.5)] + list(a[1:]), list(b), list(c)),
+                 (list(a), list(b), list(c[:4]) + [np.float32(2.0)])):
+        got = fma_f32_group([np.float64(x) if np.ndim(x) == 0 else x.astype(np.float64) for x in args[0]],
+                            [x.astype(np.float64) for x in args[1]], args[2], fma_f32)
+        assert len(got) == k
+        for row, (x, y, z) in enumerate(zip(*args)):
+            want = np.array([reference(float(p), float(q), float(r)) for p, q, r in np.broadcast(x, y, z)],
+                            np.float32)
+            same = (got[row].view(np.int32) == want.view(np.int32)) | (np.isnan(got[row]) & np.isnan(want))
+            assert same.all(), (row, np.flatnonzero(~same)[:5])
 
 
 FMA_RUN = HEADER + """
