@@ -18,6 +18,8 @@ The decoder widens fma operands to float64 once per run of fmas (engine/decode.p
 BlockGen.widened), so sgemm's register-blocked loop converts each of them once, not four
 times: fma_f32_wide takes those.
 """
+import threading
+
 import numpy as np
 
 from ..ptx.ir import Reg
@@ -36,11 +38,12 @@ def round_sum_f32(p, c):
     return _round_sum(p, p + c, lambda i: c[i].astype(F64))
 
 
-def _round_sum(p, s, c_at):
-    """float32 rounding of p + c given s = fl64(p + c); c_at(flat indices): those c."""
+def _round_sum(p, s, c_at, low=None):
+    """float32 rounding of p + c given s = fl64(p + c); c_at(flat indices): those c;
+    `low`: a uint64 scratch array of s's shape, or None."""
     r = s.astype(F32)
     bits = s.view(U64)
-    risky = (bits & _DROPPED) == _HALF
+    risky = np.bitwise_and(bits, _DROPPED, out=low) == _HALF
     # the smallest magnitude without a temporary: the smallest bits over the unsigned view
     # (the smallest positive, or with none, the smallest negative) and over the signed one
     # (the smallest negative, or with none, the smallest positive)
@@ -86,12 +89,28 @@ def fma_f32_group(a64s, b64s, cs, general):
             isinstance(c, np.ndarray) and c.shape == n for c in cs) or not all(
             np.ndim(v) == 0 or np.shape(v) == n for v in (*a64s, *b64s)):
         return [fma_f32_wide(a, b, c, general) for a, b, c in zip(a64s, b64s, cs)]
-    p = np.empty((len(cs), n[0]), F64)
-    s = np.empty_like(p)
+    shape = (len(cs), n[0])
+    if shape[0] * shape[1] > _GROUP_ELEMENTS:
+        return [fma_f32_wide(a, b, c, general) for a, b, c in zip(a64s, b64s, cs)]
+    p, s, low = _scratch(shape)
     for i, (a, b, c) in enumerate(zip(a64s, b64s, cs)):
         np.multiply(a, b, out=p[i])               # exact, as in fma_f32_wide
         np.add(p[i], c, out=s[i])
-    return list(_round_sum(p, s, lambda i: np.concatenate(cs).astype(F64)[i]))
+    return list(_round_sum(p, s, lambda i: np.concatenate(cs).astype(F64)[i], low))
+
+
+# Work arrays of a group, kept per thread (streams run launches on their own threads) for
+# the last shape: fresh ones of this size would each come from mmap (above glibc's
+# threshold) and page-fault on every use, costing more than the arithmetic.
+_GROUP_ELEMENTS = 1 << 17                # larger groups go member by member
+_work = threading.local()
+
+
+def _scratch(shape):
+    arrays = getattr(_work, "arrays", None)
+    if arrays is None or arrays[0].shape != shape:
+        arrays = _work.arrays = (np.empty(shape, F64), np.empty(shape, F64), np.empty(shape, U64))
+    return arrays
 
 
 # --- code generation (arith.py's fma): runs of fmas queued on the BlockGen -------------
