@@ -115,7 +115,8 @@ class SpacesMixin:
             self.smem = np.full(count * self.smem_stride, POISON, np.uint8)
             self.cta_base = np.repeat(np.arange(count, dtype=np.int64) * self.smem_stride,
                                       self.padded)
-        self._shared_bases = {}     # (size, offset) -> element index of each lane's CTA base + offset
+        self._shared_bases = {}     # size -> element index of each lane's CTA base
+        self.shared_seen = None     # shared_words' knowledge of one register, within a block
         if self.uses_local:
             self.lmem = np.full(n_lanes * self.local_stride, POISON, np.uint8)
             self.lane_base = np.arange(n_lanes, dtype=np.int64) * self.local_stride
@@ -314,21 +315,33 @@ class SpacesMixin:
         unsigned values is at least the largest; the largest itself where the OR is too
         coarse a bound); None where that proof fails or the access is not the plain
         converged one (a mask, gathered lanes, observers): then window_index decides, and
-        names the faulting lane."""
+        names the faulting lane. What it learns of a register (its OR, largest value and
+        word indices) serves the block's next accesses through the same register (sgemm:
+        four offsets each); the engine forgets it after every block."""
         if (self.active is not None or self.lanes is not None or self.observers
                 or self.smem is None or not isinstance(reg, np.ndarray) or off < 0
                 or off % nbytes or reg.size != self.n):
             return None
-        bits = int(np.bitwise_or.reduce(reg)) if reg.size else 0
+        seen = self.shared_seen
+        if seen is None or seen[0] is not reg or seen[1] != size:
+            base = self._shared_bases.get(size)
+            if base is None:              # cta_base is a multiple of 16: an exact shift
+                base = self._shared_bases[size] = self.cta_base >> _SHIFT[size]
+            wide = reg.view(np.int64) if reg.dtype.itemsize == 8 else reg
+            bits = int(np.bitwise_or.reduce(reg)) if reg.size else 0
+            # (a 64-bit value past 2^63 reads negative here, but then the bound fails)
+            seen = self.shared_seen = [reg, size, bits, None, (wide >> wide.dtype.type(_SHIFT[size])) + base]
+        bits = seen[2]
         top = self.smem_window - nbytes - off       # the highest good register value
-        if bits & (nbytes - 1) or bits > top and (top < 0 or int(reg.max()) > top):
+        if bits & (nbytes - 1) or bits > top and (top < 0 or self._largest(seen) > top):
             return None
-        base = self._shared_bases.get((size, off))
-        if base is None:          # cta_base is a multiple of 16 and off of nbytes: exact shifts
-            base = self._shared_bases[(size, off)] = (self.cta_base + off) >> _SHIFT[size]
-        if reg.dtype.itemsize == 8:
-            reg = reg.view(np.int64)                # below the window size: same value
-        return (reg >> reg.dtype.type(_SHIFT[size])) + base
+        return seen[4] + (off >> _SHIFT[size]) if off else seen[4]
+
+    @staticmethod
+    def _largest(seen) -> int:
+        if seen[3] is None:
+            seen[3] = int(seen[0].max())
+        return seen[3]
 
     def load_shared(self, reg, off: int, size: int, vec: int, iid: int, guard):
         """ld.shared [reg + off] (reg: a 32- or 64-bit register's raw bits)."""
@@ -337,7 +350,7 @@ class SpacesMixin:
             if idx is not None:
                 if vec > 1:
                     idx = idx[:, None] + np.arange(vec)
-                return self.smem.view(UINT[size])[idx]
+                return self.smem.view(UINT[size]).take(idx)
         return self.load_space("shared", _shared_address(reg, off), size, vec, iid, guard)
 
     def store_shared(self, reg, off: int, size: int, vec: int, value, iid: int, guard) -> None:

@@ -171,3 +171,54 @@ def test_a_bad_store_lane_faults_by_name(mem, rng):
         run(mem, mod, np.arange(GRID * BLOCK, dtype=np.uint32), st - 8, ld, 1)
     assert e.value.code_name == "CUDA_ERROR_ILLEGAL_ADDRESS"
     assert "block (1,0,0) thread (5,0,0)" in e.value.message and "shared store" in e.value.message
+
+
+def test_one_register_at_several_offsets_sizes_and_values(mem, rng):
+    """What the engine learns of an address register serves the block's later accesses
+    through it: at other offsets, at another size, and not once the register changed."""
+    mod = load_ptx(HEADER + """
+.visible .entry k(.param .u64 src, .param .u64 ld_addr, .param .u64 out)
+{
+    .shared .align 16 .b8 tile[1024];
+    .reg .b16 %h<4>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<10>;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd1, %r1, 4;
+    ld.param.u64 %rd2, [src];
+    add.u64 %rd3, %rd2, %rd1;
+    ld.global.u32 %r5, [%rd3];
+    ld.global.u32 %r6, [%rd3+512];
+    shl.b32 %r2, %r1, 2;
+    st.shared.u32 [%r2], %r5;               // words 0..127
+    st.shared.u32 [%r2+512], %r6;           // words 128..255
+    bar.sync 0;
+    ld.param.u64 %rd5, [ld_addr];
+    add.u64 %rd5, %rd5, %rd1;
+    ld.global.u32 %r7, [%rd5];              // a word address below 512
+    bar.sync 0;
+    ld.shared.u32 %r8, [%r7];
+    ld.shared.u16 %h1, [%r7+2];             // the high half of word r7
+    ld.shared.u32 %r9, [%r7+256];
+    add.u32 %r7, %r7, 4;                    // a new value: learnt afresh
+    ld.shared.u32 %r10, [%r7+256];
+    mov.u32 %r11, %r7;                      // the same value under another name
+    ld.shared.u32 %r12, [%r11+8];
+    cvt.u32.u16 %r13, %h1;
+    mul.wide.u32 %rd6, %r1, 20;
+    ld.param.u64 %rd7, [out];
+    add.u64 %rd7, %rd7, %rd6;
+    st.global.u32 [%rd7], %r8;
+    st.global.u32 [%rd7+4], %r9;
+    st.global.u32 [%rd7+8], %r13;
+    st.global.u32 [%rd7+12], %r10;
+    st.global.u32 [%rd7+16], %r12;
+    ret;
+}""")
+    words = rng.integers(0, 2 ** 32, 256, dtype=np.uint64).astype(np.uint32)
+    at = rng.integers(0, 120, BLOCK) * 4
+    out = Buf(mem, n=(BLOCK, 5), dtype=np.uint32)
+    launch(mod, "k", 1, BLOCK, Buf(mem, words), Buf(mem, at.astype(np.uint32)), out, mem=mem)
+    w = at // 4
+    want = np.stack([words[w], words[w + 64], words[w] >> 16, words[w + 65], words[w + 3]], axis=1)
+    np.testing.assert_array_equal(out.read(), want)
