@@ -3,7 +3,8 @@ numba's CUDA simulator beside it for scale.
 
 For each kernel: the time per launch (CUDA events around the launch, and the wall clock
 around launch + synchronize; best of --repeat after one warm-up launch that also loads the
-module), and thread-instructions per second (the engine's LaunchStats.thread_instructions
+module), the process's CPU time over the same span (steadier than the wall clock on a
+shared machine; the targets are wall clock), and thread-instructions per second (the engine's LaunchStats.thread_instructions
 of that launch, over the event time). Every result is checked against numpy, so the
 figures are for launches that computed the right thing.
 
@@ -236,24 +237,25 @@ def bench(label, key, setup, repeat):
         if not ok:
             row["error"] = f"wrong result: {note}"
             return row
-        walls, events, stats = [], [], None
+        walls, events, cpus, stats = [], [], [], None
         for _ in range(repeat):
             go = launch()
             cuda.synchronize()
             start, end = cuda.Event(), cuda.Event()
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             start.record()
             go()
             end.record()
             cuda.synchronize()
             walls.append(time.perf_counter() - t)
+            cpus.append(time.process_time() - c)
             events.append(start.elapsed_ms(end) / 1e3)
             stats = last_stats()
             ok, note = check()
             if not ok:
                 row["error"] = f"wrong result on a timed launch: {note}"
                 return row
-        row.update(wall_s=min(walls), event_s=min(events), check=note,
+        row.update(wall_s=min(walls), event_s=min(events), cpu_s=min(cpus), check=note,
                    thread_instructions=getattr(stats, "thread_instructions", None))
     except Exception as exc:                  # a fault, or a refusal at launch
         row["error"] = first_line(exc)
@@ -348,7 +350,7 @@ def main():
     rows = [bench(label, key, setup, args.repeat) for setup, (label, key) in chosen]
 
     print()
-    head = (f"{'kernel':28s} {'wall/launch':>12s} {'event/launch':>12s} {'thread-instr':>13s} "
+    head = (f"{'kernel':28s} {'wall/launch':>12s} {'event/launch':>12s} {'cpu/launch':>12s} {'thread-instr':>13s} "
             f"{'G thr-instr/s':>13s} {'ns/elem':>8s}  check")
     print(head)
     print("-" * len(head))
@@ -358,7 +360,7 @@ def main():
             continue
         ti = r["thread_instructions"]
         rate = f"{ti / r['event_s'] / 1e9:13.3f}" if ti and r["event_s"] > 0 else f"{'n/a':>13s}"
-        print(f"{r['label']:28s} {fmt_time(r['wall_s']):>12s} {fmt_time(r['event_s']):>12s} "
+        print(f"{r['label']:28s} {fmt_time(r['wall_s']):>12s} {fmt_time(r['event_s']):>12s} {fmt_time(r['cpu_s']):>12s} "
               f"{ti if ti is not None else 'n/a':>13} {rate} {r['wall_s'] / r['elements'] * 1e9:8.1f}  {r['check']}")
 
     numba_row = None

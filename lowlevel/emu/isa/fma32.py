@@ -84,10 +84,10 @@ def fma_f32_group(a64s, b64s, cs, general):
     """Several independent fma.rn.f32 at once (a run that the decoder queued: no member
     reads what an earlier one writes), as rows of one array: a handful of numpy calls for
     the whole run instead of for each member. Returns the results in order."""
-    n = cs[0].shape if isinstance(cs[0], np.ndarray) else None
+    n = cs[0].shape if type(cs[0]) is np.ndarray else None
     if n is None or len(n) != 1 or not all(
-            isinstance(c, np.ndarray) and c.shape == n for c in cs) or not all(
-            np.ndim(v) == 0 or np.shape(v) == n for v in (*a64s, *b64s)):
+            type(v) is np.ndarray and v.shape == n for v in (*a64s, *b64s, *cs)):
+        # uniform (scalar) registers, or what is not one lane array: member by member
         return [fma_f32_wide(a, b, c, general) for a, b, c in zip(a64s, b64s, cs)]
     shape = (len(cs), n[0])
     if shape[0] * shape[1] > _GROUP_ELEMENTS:
