@@ -24,12 +24,14 @@ import numpy as np
 
 from ..ptx.ir import Reg
 
-F32, F64, U32, U64, I64 = np.float32, np.float64, np.uint32, np.uint64, np.int64
+F32, F64, U32, U64, I32, I64 = np.float32, np.float64, np.uint32, np.uint64, np.int32, np.int64
 
 _DROPPED = U64((1 << 29) - 1)             # what float64 -> float32 drops of a normal
 _HALF = U64(1 << 28)                      # ... exactly half an ulp of the float32
 _ABS = (1 << 63) - 1
 _MIN_NORMAL = int(F64(2.0 ** -126).view(U64))
+_ABS32 = (1 << 31) - 1
+_MIN_NORMAL32 = int(F32(2.0 ** -126).view(U32))
 
 
 def round_sum_f32(p, c):
@@ -44,10 +46,13 @@ def _round_sum(p, s, c_at, low=None):
     r = s.astype(F32)
     bits = s.view(U64)
     risky = np.bitwise_and(bits, _DROPPED, out=low) == _HALF
-    # the smallest magnitude without a temporary: the smallest bits over the unsigned view
-    # (the smallest positive, or with none, the smallest negative) and over the signed one
-    # (the smallest negative, or with none, the smallest positive)
-    if s.size and min(int(bits.min()) & _ABS, int(bits.view(I64).min()) & _ABS) < _MIN_NORMAL:
+    # Any |s| < 2^-126 rounds to |r| <= 2^-126 (zero included), so r's smallest magnitude
+    # gates the closer look (r has half the bytes of s). It comes without a temporary: the
+    # smallest bits over the unsigned view (the smallest positive, or with none, the
+    # smallest negative) and over the signed one (the smallest negative, or with none, the
+    # smallest positive).
+    rb = r.view(U32)
+    if s.size and min(int(rb.min()) & _ABS32, int(rb.view(I32).min()) & _ABS32) <= _MIN_NORMAL32:
         magnitude = bits & U64(_ABS)                        # rare: look closer
         # 0 < |s| < 2^-126 (the unsigned wrap of 0 - 1 leaves zeros out)
         risky |= (magnitude - U64(1)) < U64(_MIN_NORMAL - 1)
@@ -93,9 +98,10 @@ def fma_f32_group(a64s, b64s, cs, general):
     if shape[0] * shape[1] > _GROUP_ELEMENTS:
         return [fma_f32_wide(a, b, c, general) for a, b, c in zip(a64s, b64s, cs)]
     p, s, low = _scratch(shape)
-    for i, (a, b, c) in enumerate(zip(a64s, b64s, cs)):
+    for i, (a, b) in enumerate(zip(a64s, b64s)):
         np.multiply(a, b, out=p[i])               # exact, as in fma_f32_wide
-        np.add(p[i], c, out=s[i])
+    np.stack(cs, out=s, casting="same_kind")      # c widened, exactly: one call, not one each
+    np.add(p, s, out=s)
     return list(_round_sum(p, s, lambda i: np.concatenate(cs).astype(F64)[i], low))
 
 

@@ -223,3 +223,23 @@ def test_a_run_of_fmas_sees_every_write(mem, rng):
         f9 = f(f2, np.float32(3.0), f8)
         want.append([f5, f6, f1, f7, f9, f(f9, np.float32(0.33333334), d)])
     np.testing.assert_array_equal(out.read(), np.array(want, np.float32))
+
+
+def test_double_rounding_onto_a_subnormal_midpoint(rng):
+    """a*b = 2^-150 (1 - 2^-46) added to c = k 2^-149 (k odd, subnormal): the exact sum lies
+    just below the midpoint (2k + 1) 2^-150, float64 rounds it onto the midpoint, and
+    float32's ties-to-even would then round up: the subnormal range needs its own look."""
+    n = 400
+    k = rng.integers(1 << 20, 1 << 22, n) * 2 + 1
+    sign = rng.choice([-1.0, 1.0], n)
+    c = (sign * np.ldexp(k.astype(np.float64), -149)).astype(np.float32)
+    a = np.full(n, np.ldexp(1 + 2.0 ** -23, -75), np.float32)
+    b = (sign * np.ldexp(1 - 2.0 ** -23, -75)).astype(np.float32)
+    check(a, b, c)
+    check_wide(a, b, c)
+    got = fma_f32_group([a.astype(np.float64)] * 2, [b.astype(np.float64)] * 2, [c, c[::-1].copy()], fma_f32)
+    for row, cc in zip(got, (c, c[::-1])):
+        want = np.array([reference(float(x), float(y), float(z)) for x, y, z in zip(a, b, cc)], np.float32)
+        np.testing.assert_array_equal(row.view(np.int32), want.view(np.int32))
+    naive = (a.astype(np.float64) * b + c).astype(np.float32)
+    assert (naive != fma_f32(a, b, c)).all()      # the trap is real for every element
