@@ -9,7 +9,9 @@ Storage: per batch of CTAs, one uint8 array (CTAs x shared stride) for shared me
 one (lanes x local stride) for local memory, both filled with POISON bytes (0xFF) as
 never-written memory; an access gathers/scatters at `base_of_lane + offset` with numpy,
 after a bounds and alignment check that raises KernelFault naming the space
-(CUDA_ERROR_ILLEGAL_ADDRESS / _MISALIGNED_ADDRESS).
+(CUDA_ERROR_ILLEGAL_ADDRESS / _MISALIGNED_ADDRESS). ld/st.shared [reg + offset] on the
+converged path first try to prove the access good from the register alone (shared_words);
+whatever that proof does not cover goes through the full check.
 """
 from __future__ import annotations
 
