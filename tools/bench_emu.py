@@ -3,11 +3,12 @@ numba's CUDA simulator beside it for scale.
 
 For each kernel: the time per launch (CUDA events around the launch, and the wall clock
 around launch + synchronize; best of --repeat after one warm-up launch that also loads the
-module), and thread-instructions per second (the engine's LaunchStats.thread_instructions
+module), the process's CPU time over the same span (steadier than the wall clock on a
+shared machine; the targets are wall clock), and thread-instructions per second (the engine's LaunchStats.thread_instructions
 of that launch, over the event time). Every result is checked against numpy, so the
 figures are for launches that computed the right thing.
 
-    python tools/bench_emu.py [--repeat 3] [--no-numba] [--numba-n 8192]
+    python tools/bench_emu.py [--repeat 3] [--no-numba] [--numba-n 8192] [--only sgemm_tiled ...]
 
 Kernels: vector_add over 2^20 floats, sgemm_tiled 256x256x256, reduce_sum_f32 over 2^22,
 softmax_rows_f32 over 1024x1024, hgemm_mma 512x512x512 (float16 on the tensor cores), libdevice's
@@ -101,10 +102,13 @@ def setup_sgemm(rng):
         cuda.memset_d8(dC, 0xFF, 4 * M * N)
         return lambda: f.launch((-(-N // 64), -(-M // 64)), 256, (dA, dB, dC, M, N, K))
 
+    # the references once, here: a matmul between timed launches would leave OpenBLAS's
+    # threads spinning through the next launch, taking the CPU from the emulator's worker
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    bound = K * 2.0 ** -24 * (np.abs(A).astype(np.float64) @ np.abs(B).astype(np.float64))
+
     def check():
         got = download(dC, (M, N)).astype(np.float64)
-        ref = A.astype(np.float64) @ B.astype(np.float64)
-        bound = K * 2.0 ** -24 * (np.abs(A).astype(np.float64) @ np.abs(B).astype(np.float64))
         worst = float(np.nanmax(np.abs(got - ref) / bound)) if not np.isnan(got).any() else math.inf
         return worst <= 1.0, f"err <= {worst:.3f} x K*u*|A||B|"
     return "sgemm_tiled 256^3", "sgemm_tiled", launch, check, M * N
@@ -122,11 +126,12 @@ def setup_hgemm(rng):
         cuda.memset_d8(dC, 0xFF, 2 * M * N)
         return lambda: f.launch((-(-N // 64), -(-M // 64)), 128, (dA, dB, dC, M, N, K))
 
+    a, b = A.astype(np.float64), B.astype(np.float64)
+    ref = a @ b                               # once, as in setup_sgemm
+    bound = (K + 1) * 2.0 ** -23 * (np.abs(a) @ np.abs(b)) + 2.0 ** -11 * np.abs(ref) + 2.0 ** -24
+
     def check():
         got = download(dC, (M, N), np.float16).astype(np.float64)
-        a, b = A.astype(np.float64), B.astype(np.float64)
-        ref = a @ b
-        bound = (K + 1) * 2.0 ** -23 * (np.abs(a) @ np.abs(b)) + 2.0 ** -11 * np.abs(ref) + 2.0 ** -24
         worst = float(np.nanmax(np.abs(got - ref) / bound)) if not np.isnan(got).any() else math.inf
         return worst <= 1.0, f"err <= {worst:.3f} x bound"
     return "hgemm_mma 512^3", "hgemm_mma", launch, check, M * N
@@ -232,24 +237,25 @@ def bench(label, key, setup, repeat):
         if not ok:
             row["error"] = f"wrong result: {note}"
             return row
-        walls, events, stats = [], [], None
+        walls, events, cpus, stats = [], [], [], None
         for _ in range(repeat):
             go = launch()
             cuda.synchronize()
             start, end = cuda.Event(), cuda.Event()
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             start.record()
             go()
             end.record()
             cuda.synchronize()
             walls.append(time.perf_counter() - t)
+            cpus.append(time.process_time() - c)
             events.append(start.elapsed_ms(end) / 1e3)
             stats = last_stats()
             ok, note = check()
             if not ok:
                 row["error"] = f"wrong result on a timed launch: {note}"
                 return row
-        row.update(wall_s=min(walls), event_s=min(events), check=note,
+        row.update(wall_s=min(walls), event_s=min(events), cpu_s=min(cpus), check=note,
                    thread_instructions=getattr(stats, "thread_instructions", None))
     except Exception as exc:                  # a fault, or a refusal at launch
         row["error"] = first_line(exc)
@@ -315,7 +321,12 @@ def main():
     ap.add_argument("--no-numba", action="store_true", help="skip numba's CUDA simulator")
     ap.add_argument("--numba-n", type=int, default=1 << 13, help="vector add size for numba's simulator")
     ap.add_argument("--numba-repeat", type=int, default=2)
+    ap.add_argument("--only", action="append", metavar="KEY",
+                    help="run only this kernel (repeatable): vector_add, sgemm_tiled, reduce_sum, "
+                         "softmax, hgemm_mma, f64_exp, f64_erfc; implies --no-numba")
     args = ap.parse_args()
+    if args.only:
+        args.no_numba = True
 
     info = cuda.driver_info()
     dev = cuda.Device(0)
@@ -333,10 +344,13 @@ def main():
     for fn in ("exp", "erfc"):                  # libdevice double math (fma.rn.f64 heavy)
         setups.append(lambda fn=fn: setup_libdevice_f64(rng, fn))
         names.append((f"libdevice f64 {fn} 60000", f"f64_{fn}"))
-    rows = [bench(label, key, setup, args.repeat) for setup, (label, key) in zip(setups, names)]
+    chosen = [(setup, name) for setup, name in zip(setups, names) if not args.only or name[1] in args.only]
+    if args.only and len(chosen) != len(set(args.only)):
+        ap.error(f"--only: unknown kernel in {args.only}; choose from {', '.join(k for _, k in names)}")
+    rows = [bench(label, key, setup, args.repeat) for setup, (label, key) in chosen]
 
     print()
-    head = (f"{'kernel':28s} {'wall/launch':>12s} {'event/launch':>12s} {'thread-instr':>13s} "
+    head = (f"{'kernel':28s} {'wall/launch':>12s} {'event/launch':>12s} {'cpu/launch':>12s} {'thread-instr':>13s} "
             f"{'G thr-instr/s':>13s} {'ns/elem':>8s}  check")
     print(head)
     print("-" * len(head))
@@ -346,7 +360,7 @@ def main():
             continue
         ti = r["thread_instructions"]
         rate = f"{ti / r['event_s'] / 1e9:13.3f}" if ti and r["event_s"] > 0 else f"{'n/a':>13s}"
-        print(f"{r['label']:28s} {fmt_time(r['wall_s']):>12s} {fmt_time(r['event_s']):>12s} "
+        print(f"{r['label']:28s} {fmt_time(r['wall_s']):>12s} {fmt_time(r['event_s']):>12s} {fmt_time(r['cpu_s']):>12s} "
               f"{ti if ti is not None else 'n/a':>13} {rate} {r['wall_s'] / r['elements'] * 1e9:8.1f}  {r['check']}")
 
     numba_row = None
@@ -366,6 +380,8 @@ def main():
                        ("f64_exp", "libdevice f64 exp over 60000 threads <= 2 s"),
                        ("f64_erfc", "libdevice f64 erfc over 60000 threads <= 2 s")):
         r = by_key.get(key)
+        if args.only and key not in args.only:
+            continue
         if r is None or "wall_s" not in r:
             print(f"  MISS  {label}: did not run ({(r or {}).get('error', '?')})")
         else:
@@ -373,14 +389,18 @@ def main():
             print(f"  {verdict}  {label}: {fmt_time(r['wall_s']).strip()} (wall, best of {args.repeat})")
     r = by_key.get("hgemm_mma")
     label = "hgemm_mma 512^3 <= 1 s"
-    if r is None or "wall_s" not in r:
+    if args.only and "hgemm_mma" not in args.only:
+        pass
+    elif r is None or "wall_s" not in r:
         print(f"  MISS  {label}: did not run ({(r or {}).get('error', '?')})")
     else:
         verdict = "PASS" if r["wall_s"] <= TARGETS["hgemm_mma"] else "MISS"
         print(f"  {verdict}  {label}: {fmt_time(r['wall_s']).strip()} (wall, best of {args.repeat})")
     va = by_key.get("vector_add")
     label = f"emulator >= {SPEEDUP_TARGET:.0f}x numba's simulator per element (vector add)"
-    if numba_row is None:
+    if args.only:
+        pass
+    elif numba_row is None:
         print(f"  ----  {label}: numba not run (--no-numba)")
     elif "error" in numba_row:
         print(f"  ----  {label}: {numba_row['error']}")

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import isa  # noqa: F401  (every instruction family registers itself: isa/__init__.py)
-from ..isa import divsqrt, numerics
+from ..isa import divsqrt, fma32, numerics
 from ..isa.addressing import kernel_layout
 from ..isa.calls import inline_calls
 from ..isa.cluster import CLUSTER_BARRIER
@@ -109,6 +109,11 @@ class BlockGen:
         self.used: dict[int, None] = {}       # slots touched, in order
         self.written: dict[int, None] = {}
         self.tmp = 0
+        # float64 copies of float32 registers for a run of fma.rn.f32 (arith.py): slot ->
+        # name; forgotten when the slot is written and at any other instruction
+        self.wide: dict[int, str] = {}
+        self.fmas: list = []                  # a run of fmas not emitted yet (fma32.queue)
+        self.fma_dests: set[int] = set()      # the slots they write
 
     # names
     def fresh(self) -> str:
@@ -148,6 +153,18 @@ class BlockGen:
                 raise PtxError(ins.line, f"undeclared register {reg.name}: {ins.text}")
         self.used[s] = None
         return s
+
+    def widened(self, ins: Instruction, op) -> str:
+        """A float64 value of float32 operand `op`, converted once while it is unchanged in
+        a run of fmas (sgemm's micro-tile uses every operand four times)."""
+        if not isinstance(op, Reg):
+            return f"_F64({self.read(ins, op, 'f32')})"
+        s = self.slot(ins, op)
+        name = self.wide.get(s)
+        if name is None:
+            name = self.wide[s] = self.fresh()
+            self.emit(f"{name} = {self.read(ins, op, 'f32')}.astype(_F64)")
+        return name
 
     def reg_type(self, reg: Reg) -> str:
         if reg.name in self.ck.specials or reg.name in SPECIALS:
@@ -205,6 +222,7 @@ class BlockGen:
             value = f"_select({guard}, {value}, {var})"
         self.emit(f"{var} = {value}")
         self.written[s] = None
+        self.wide.pop(s, None)
 
     def guard(self, ins: Instruction) -> str | None:
         if ins.guard is None:
@@ -296,7 +314,8 @@ def _runtime_namespace() -> dict:
         "_shl": n.shift_left, "_shr": n.shift_right,
         "_flush": n.flush_f32, "_satf": n.saturate_f, "_fmin": n.fmin_ptx, "_fmax": n.fmax_ptx,
         "_f32_dir": n.f32_op_directed, "_f64_dir": n.f64_op_directed,
-        "_fma_f32": n.fma_f32, "_fma_f64": n.fma_f64,
+        "_fma_f32": n.fma_f32, "_fma_f64": n.fma_f64, "_fma_f32_wide": fma32.fma_f32_wide,
+        "_fma_f32_group": fma32.fma_f32_group,
         "_div_dir": divsqrt.div_directed, "_sqrt_dir": divsqrt.sqrt_directed, "_flush64": n.flush_f64,
         "_round_f64_to_f32": n.round_f64_to_f32, "_int_to_float": n.int_to_float,
         "_float_to_int": n.float_to_int, "_round_integral": n.round_float_to_integral,
@@ -327,6 +346,9 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
         g = BlockGen(ck, ns)
         ret = None
         for ins in block.instructions:
+            if ins.opcode != "fma":
+                fma32.flush(g)          # a run of fmas ends
+                g.wide.clear()          # only fmas keep widened operands (they write through g.write)
             g.emit(f"# line {ins.line}: {ins.text}")
             if ins.opcode in _TERMINATORS:
                 if ins.syntax_error is not None:
@@ -340,6 +362,7 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
                 raise ins.syntax_error
             _check_float_immediates(ins)
             emitter(g, ins)
+        fma32.flush(g)
         if ret is None:
             ret = str(block.index + 1 if block.index + 1 < exit_pc else exit_pc)
         block.barrier = getattr(g, "barrier", None)

@@ -189,6 +189,7 @@ class _Launch(SpacesMixin):
         while pc != exit_pc:
             blk = blocks[pc]
             res = blk.fn(R, self)
+            self.shared_seen = None       # what shared_words learnt holds for one block
             stats.thread_instructions += blk.n_instructions * nlive
             block_lanes[pc] += nlive
             stats.block_steps += 1

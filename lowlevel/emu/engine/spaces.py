@@ -9,7 +9,9 @@ Storage: per batch of CTAs, one uint8 array (CTAs x shared stride) for shared me
 one (lanes x local stride) for local memory, both filled with POISON bytes (0xFF) as
 never-written memory; an access gathers/scatters at `base_of_lane + offset` with numpy,
 after a bounds and alignment check that raises KernelFault naming the space
-(CUDA_ERROR_ILLEGAL_ADDRESS / _MISALIGNED_ADDRESS).
+(CUDA_ERROR_ILLEGAL_ADDRESS / _MISALIGNED_ADDRESS). ld/st.shared [reg + offset] on the
+converged path first try to prove the access good from the register alone (shared_words);
+whatever that proof does not cover goes through the full check.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from .memory import AccessFault, OutOfMemory
 POISON = 0xFF                    # every byte of fresh shared and local memory
 _U64 = np.uint64
 _SHIFT = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4}   # element index = byte offset >> log2(size)
+_U64_MASK = (1 << 64) - 1
 
 
 # --- module-scope .global / .const variables ---------------------------------------------
@@ -114,6 +117,8 @@ class SpacesMixin:
             self.smem = np.full(count * self.smem_stride, POISON, np.uint8)
             self.cta_base = np.repeat(np.arange(count, dtype=np.int64) * self.smem_stride,
                                       self.padded)
+        self._shared_bases = {}     # size -> element index of each lane's CTA base
+        self.shared_seen = None     # shared_words' knowledge of one register, within a block
         if self.uses_local:
             self.lmem = np.full(n_lanes * self.local_stride, POISON, np.uint8)
             self.lane_base = np.arange(n_lanes, dtype=np.int64) * self.local_stride
@@ -309,6 +314,67 @@ class SpacesMixin:
                 self.notify("shared_access", True, idx, size, self.batch_lanes(active, sub), iid)
             arr.view(dtype)[idx] = v if sub is None else v[sub]
 
+    # -- ld/st.shared [reg + offset] (isa/memops.py): a fast path, else the exact one --------
+    def shared_words(self, reg, off: int, nbytes: int, size: int):
+        """Element indices (of a `size`-byte view of smem) of the shared addresses
+        reg + off of every current lane, where one bitwise OR over `reg` proves them all
+        aligned (it has a low bit set iff some value has) and inside the window (the OR of
+        unsigned values is at least the largest; the largest itself where the OR is too
+        coarse a bound); None where that proof fails or the access is not the plain
+        converged one (a mask, gathered lanes, observers): then window_index decides, and
+        names the faulting lane. What it learns of a register (its OR, largest value and
+        word indices) serves the block's next accesses through the same register (sgemm:
+        four offsets each); the engine forgets it after every block."""
+        if (self.active is not None or self.lanes is not None or self.observers
+                or self.smem is None or not isinstance(reg, np.ndarray) or off < 0
+                or off % nbytes or reg.size != self.n):
+            return None
+        seen = self.shared_seen
+        if seen is None or seen[0] is not reg or seen[1] != size:
+            base = self._shared_bases.get(size)
+            if base is None:              # cta_base is a multiple of 16: an exact shift
+                base = self._shared_bases[size] = self.cta_base >> _SHIFT[size]
+            wide = reg.view(np.int64) if reg.dtype.itemsize == 8 else reg
+            bits = int(np.bitwise_or.reduce(reg)) if reg.size else 0
+            # (a 64-bit value past 2^63 reads negative here, but then the bound fails)
+            seen = self.shared_seen = [reg, size, bits, None, (wide >> wide.dtype.type(_SHIFT[size])) + base]
+        bits = seen[2]
+        top = self.smem_window - nbytes - off       # the highest good register value
+        if bits & (nbytes - 1) or bits > top and (top < 0 or self._largest(seen) > top):
+            return None
+        return seen[4] + (off >> _SHIFT[size]) if off else seen[4]
+
+    @staticmethod
+    def _largest(seen) -> int:
+        if seen[3] is None:
+            seen[3] = int(seen[0].max())
+        return seen[3]
+
+    def load_shared(self, reg, off: int, size: int, vec: int, iid: int, guard):
+        """ld.shared [reg + off] (reg: a 32- or 64-bit register's raw bits)."""
+        if guard is None:
+            idx = self.shared_words(reg, off, size * vec, size)
+            if idx is not None:
+                if vec > 1:
+                    idx = idx[:, None] + np.arange(vec)
+                return self.smem.view(UINT[size]).take(idx)
+        return self.load_space("shared", _shared_address(reg, off), size, vec, iid, guard)
+
+    def store_shared(self, reg, off: int, size: int, vec: int, value, iid: int, guard) -> None:
+        """st.shared [reg + off], value (a register value or a tuple of vec of them)."""
+        if guard is None:
+            idx = self.shared_words(reg, off, size * vec, size)
+            if idx is not None:
+                dtype = UINT[size]
+                view = self.smem.view(dtype)
+                if vec == 1:
+                    view[idx] = value if isinstance(value, np.ndarray) else np.full(self.n, value, dtype)
+                    return
+                view[idx[:, None] + np.arange(vec)] = np.stack(
+                    [x if isinstance(x, np.ndarray) else np.full(self.n, x, dtype) for x in value], axis=1)
+                return
+        self.store_space("shared", _shared_address(reg, off), size, vec, value, iid, guard)
+
     # -- atomics ------------------------------------------------------------------------
     def atom(self, space, addr, op: str, ptype: str, b, c, iid: int, guard, want_old=True):
         """atom/red: returns the old raw bits (uint array over the current lanes)."""
@@ -351,6 +417,11 @@ class SpacesMixin:
         out = np.zeros(self.n, udt)
         out[active] = old
         return out
+
+
+def _shared_address(reg, off: int):
+    """The 64-bit address reg + off, as the generic path computes it (wrapping)."""
+    return reg.astype(_U64) + _U64(off & _U64_MASK)
 
 
 __all__ = ["allocate_globals", "free_globals", "bind_symbols", "SpacesMixin"]

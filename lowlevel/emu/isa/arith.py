@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ptx.errors import PtxError
-from ..ptx.ir import TYPES, Instruction
-from . import numerics
+from ..ptx.ir import TYPES, Instruction, Reg
+from . import fma32, numerics
 from .operands import (
     BIT_TYPES,
     FLOAT_TYPES,
@@ -141,6 +141,11 @@ def _emit_fma(g, ins, m, t, d, a, b, c, guard):
     m.done()
     if t == "f64" and (ftz or sat):
         raise unsupported(ins, ".ftz/.sat on f64")
+    if t == "f32" and rnd == "rn" and not (ftz or sat) and ins.opcode == "fma" \
+            and guard is None and isinstance(d, Reg):
+        fma32.queue(g, ins, d, a, b, c)        # sgemm's inner loop: one call per run (fma32.py)
+        return
+    fma32.flush(g)                             # anything else comes after the queued ones
     x, y, z = (g.read(ins, o, t) for o in (a, b, c))
     if ftz:
         x, y, z = f"_flush({x})", f"_flush({y})", f"_flush({z})"

@@ -159,6 +159,19 @@ def _call(space: str, what: str) -> str:
     return f"C.{what}_space({space!r}, "
 
 
+def _shared_register(g, ins: Instruction, addr, space: str):
+    """(register expression, offset) of a .shared [reg + offset] access through a 32- or
+    64-bit integer register, for the engine's load_shared/store_shared, which prove the
+    common access good from the register itself (engine/spaces.py); None otherwise."""
+    if space != "shared" or not isinstance(addr, Addr) or not isinstance(addr.base, Reg):
+        return None
+    rtype = g.ck.kernel.registers.get(addr.base.name)
+    if rtype is None or TYPES[rtype][1] not in ("u", "s", "b") or TYPES[rtype][0] not in (4, 8):
+        return None
+    g.ck.uses_shared = True
+    return g.read(ins, addr.base, f"u{TYPES[rtype][0] * 8}"), addr.offset
+
+
 def emit_ld(g, ins: Instruction) -> None:
     m = Mods(ins)
     space, vec, t = _memory_mods(ins, m)
@@ -196,11 +209,13 @@ def emit_ld(g, ins: Instruction) -> None:
         for i, e in enumerate(dests):
             g.write(ins, e, f"C.param({off + i * size}, {view_name(raw_t)})", raw_t, guard)
         return
-    a = address(g, ins, addr, space)
+    shared = _shared_register(g, ins, addr, space)
+    call = "C.load_shared(" if shared else _call(space, "load")
+    a = f"{shared[0]}, {shared[1]}" if shared else address(g, ins, addr, space)
     iid = g.ns["_register_instruction"](ins)
     tmp = g.fresh()
     gexpr = guard if guard is not None else "None"
-    g.emit(f"{tmp} = {_call(space, 'load')}{a}, {size}, {vec}, {iid}, {gexpr})")
+    g.emit(f"{tmp} = {call}{a}, {size}, {vec}, {iid}, {gexpr})")
     for i, e in enumerate(dests):
         col = tmp if vec == 1 else f"{tmp}[:, {i}]"
         value = col if kind != "s" else f"{col}.view({view_name(t)})"
@@ -243,11 +258,13 @@ def emit_st(g, ins: Instruction) -> None:
             values.append(f"{g.read(ins, s, t)}.view(_U{size * 8})")
         else:
             values.append(g.read(ins, s, f"u{size * 8}"))
-    a = address(g, ins, addr, space)
+    shared = _shared_register(g, ins, addr, space)
+    call = "C.store_shared(" if shared else _call(space, "store")
+    a = f"{shared[0]}, {shared[1]}" if shared else address(g, ins, addr, space)
     iid = g.ns["_register_instruction"](ins)
     gexpr = guard if guard is not None else "None"
     value = values[0] if vec == 1 else "(" + ", ".join(values) + ",)"
-    g.emit(f"{_call(space, 'store')}{a}, {size}, {vec}, {value}, {iid}, {gexpr})")
+    g.emit(f"{call}{a}, {size}, {vec}, {value}, {iid}, {gexpr})")
 
 
 # --- atomics -------------------------------------------------------------------------

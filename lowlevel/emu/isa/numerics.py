@@ -14,6 +14,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from .fma32 import round_sum_f32
+
 F32, F64 = np.float32, np.float64
 U8, U16, U32, U64 = np.uint8, np.uint16, np.uint32, np.uint64
 I8, I16, I32, I64 = np.int8, np.int16, np.int32, np.int64
@@ -245,46 +247,17 @@ def f64_op_directed(op, a, b, mode):
         return round_overflow(r, np.isfinite(a) & np.isfinite(b), mode)
 
 
-_F32_LOW_BITS = U64((1 << 29) - 1)          # what float64 -> float32 drops of a normal
-_F32_HALF = U64(1 << 28)
-_ABS_BITS = U64((1 << 63) - 1)
-_F32_MIN_NORMAL_BITS = U64(F64(2.0 ** -126).view(U64))
-
-
-def _fma_f32_rn(p, c):
-    """float32 rounding of p + c (p: an exact float64 product, c: float32). Rounding
-    s = fl(p + c) is wrong only where s lies exactly halfway between two floats32 while
-    p + c does not (a double rounding), or where the result is a subnormal float32 (more
-    bits go): for those elements (found from the bits of s alone) the exact error of s is
-    computed and the result rounded to odd first (round_f64_to_f32)."""
-    s = np.add(p, c, dtype=F64)
-    r = s.astype(F32)
-    bits = s.view(U64)
-    risky = (bits & _F32_LOW_BITS) == _F32_HALF            # exactly a float32 midpoint
-    magnitude = bits & _ABS_BITS
-    if magnitude.size and magnitude.min() < _F32_MIN_NORMAL_BITS:     # rare: look closer
-        # 0 < |s| < 2^-126 (the unsigned wrap of 0 - 1 leaves zeros out)
-        risky |= (magnitude - U64(1)) < _F32_MIN_NORMAL_BITS - U64(1)
-    if risky.any():
-        i = np.flatnonzero(risky)
-        si, ei = two_sum(p[i], c[i].astype(F64))
-        with np.errstate(invalid="ignore"):
-            ei = np.where(np.isfinite(ei), ei, F64(0))
-        r[i] = round_f64_to_f32(si, "rn", ei)
-    return r
-
-
 def fma_f32(a, b, c, mode="rn"):
     """Fused multiply-add of float32 with a single rounding.
 
     The product of two floats is exact in float64; the sum with c is computed with its
     exact error term, and the final rounding to float32 uses both (round-to-odd for rn;
-    for rn on arrays, _fma_f32_rn does that only where it matters).
+    for rn on arrays, fma32.round_sum_f32 does that only where it matters).
     """
     if mode == "rn" and isinstance(c, np.ndarray):
         p = np.multiply(a, b, dtype=F64)
         if p.shape == c.shape:
-            return _fma_f32_rn(p, c)
+            return round_sum_f32(p, c)
     p = a.astype(F64) * b.astype(F64)
     c64 = c.astype(F64)
     s, e = two_sum(p, c64)
