@@ -36,6 +36,7 @@
     recursion.py   recursive calls: real calls of an out-of-line copy, a per-thread stack
     devassert.py   __assertfail (device assert)
     addressing.py  the generic address windows and a kernel's shared/local layout
+    electszext.py  elect.sync (the leader of a member mask), szext.{clamp,wrap}
     carry.py       the carry chain: add.cc addc sub.cc subc mad.cc madc
     specials.py    special registers computed on the fly (%clock, %lanemask_*, %smid ...)
     cluster.py     thread-block clusters: %cluster_* registers, mapa, barrier.cluster, %envreg
@@ -48,6 +49,6 @@ The decoder (engine/decode.py) imports this package once, so every family has re
 before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
-               devassert, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
+               devassert, electszext, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
                mbarrier, memhints, memops, mma_sparse, paramaddr, printf, recursion, simd, spacep,
                specials, vecatom, warp, wmma)
