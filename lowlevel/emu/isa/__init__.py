@@ -5,6 +5,7 @@
     arith.py       add sub mul mad fma div rem, the unary operations, min max, logic, shifts
     compare.py     setp set selp
     convert.py     mov cvt, trap, membar/fence
+    cvtpack.py     cvt.pack.sat (two s32 saturated to u16/s16/u8/s8/u4/s4/u2/s2 and packed)
     half.py        the f16/bf16 (and pair) forms of arithmetic, setp and cvt
     halfmore.py    atom/red.add.noftz on f16/bf16 (and pairs), set on half types
     bits.py        popc clz brev bfind fns bfe bfi prmt lop3 shf mul24 sad dp4a/dp2a slct
@@ -49,6 +50,6 @@ The decoder (engine/decode.py) imports this package once, so every family has re
 before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
-               devassert, electszext, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
+               cvtpack, devassert, electszext, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
                mbarrier, memhints, memops, mma_sparse, paramaddr, printf, recursion, simd, spacep,
                specials, vecatom, warp, wmma)

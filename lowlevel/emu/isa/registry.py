@@ -8,7 +8,7 @@
 An emitter registers for an opcode and a form: ANY takes every instruction of that opcode;
 a type family ("f16", "bf16": the half types and their pairs) takes the instructions of
 that type; CARRY (`.cc`), SYMBOL (`mov d, variable`), SPARSE (`mma.sp`), ASYNC
-(`st.async`, `red.async`) and VECTOR (.v2/.v4/.v8 of an opcode that has such an emitter:
+(`st.async`, `red.async`), PACK (`cvt.pack`) and VECTOR (.v2/.v4/.v8 of an opcode that has such an emitter:
 vector atomics) take those forms. `lookup` tries the instruction's own forms first, then
 ANY. Every key is registered once (a second registration is an error), so nothing depends on
 the order the families are imported in and no emitter wraps another.
@@ -25,6 +25,7 @@ SYMBOL = "symbol"
 SPARSE = "sp"          # mma.sp{::ordered_metadata}
 ASYNC = "async"
 VECTOR = "vector"
+PACK = "pack"          # cvt.pack.sat (cvtpack.py)
 _VECTORS = {"v2", "v4", "v8"}
 TYPE_FAMILIES = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16",
                  "s16x2": "i16x2", "u16x2": "i16x2", "tf32": "tf32",
@@ -76,6 +77,8 @@ def forms_of(ins: Instruction) -> list[str]:
         forms.append(SYMBOL)
     if ins.mods and ins.mods[0] in ("sp", "sp::ordered_metadata"):
         forms.append(SPARSE)
+    if ins.mods and ins.mods[0] == "pack":
+        forms.append(PACK)
     return [*forms, ANY]
 
 
