@@ -194,7 +194,7 @@ def test_version_and_target_errors():
     ("brkpt;", "brkpt"),
     ("tex.2d.v4.f32.f32 {%f1, %f1, %f1, %f1}, [tex, {%f1, %f1}];", "tex.2d.v4.f32.f32"),
     ("call.uni foo, (%r1);", "call.uni"),
-    ("mov.u32 %r1, %pm0;", "%pm0"),
+    ("mov.u32 %r1, %pm8;", "%pm8"),                           # the counters are %pm0..%pm7
     ("rem.f32 %f1, %f1, %f1;", "rem.f32"),
     (".local .align 4 .b8 stack[16] = {1, 2};", "stack"),
 ])
