@@ -4,6 +4,7 @@
     operands.py    what every family reads an instruction with (Mods, operands, type sets)
     arith.py       add sub mul mad fma div rem, the unary operations, min max, logic, shifts
     compare.py     setp set selp
+    minmaxmore.py  min/max.relu on s32/s16x2, min/max.xorsign.abs on half types, lop3.{and,or} d|p
     convert.py     mov cvt, trap, membar/fence
     cvtpack.py     cvt.pack.sat (two s32 saturated to u16/s16/u8/s8/u4/s4/u2/s2 and packed)
     half.py        the f16/bf16 (and pair) forms of arithmetic, setp and cvt
@@ -51,5 +52,5 @@ before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
                cvtpack, devassert, electszext, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
-               mbarrier, memhints, memops, mma_sparse, paramaddr, printf, recursion, simd, spacep,
+               mbarrier, memhints, memops, minmaxmore, mma_sparse, paramaddr, printf, recursion, simd, spacep,
                specials, vecatom, warp, wmma)
