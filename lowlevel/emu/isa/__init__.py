@@ -24,6 +24,7 @@
     matrix_store.py stmatrix, movmatrix
     wmma.py        wmma.load/mma/store (f16 bf16 s8 u8 tf32 f64 shapes)
     lowfloat.py    the 8-bit floats (.e4m3x2/.e5m2x2 cvt, their values) and the tf32 cvt forms
+    videoscalar.py the scalar video instructions (vadd ... vmax, vshl vshr, vset) with selectors
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
     bulkcopy.py    cp.async.bulk to shared memory, completed on an mbarrier (sm_90)
@@ -53,4 +54,4 @@ before it reads the registry; no family imports the decoder.
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
                cvtpack, devassert, electszext, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
                mbarrier, memhints, memops, minmaxmore, mma_sparse, paramaddr, printf, recursion, simd, spacep,
-               specials, vecatom, warp, wmma)
+               specials, vecatom, videoscalar, warp, wmma)
