@@ -11,7 +11,16 @@ word by default), sign- or zero-extended by .atype/.btype; tmp = the operation, 
 .sat clamps tmp to the range of .dtype (signed or not), of the selected destination part
 when there is one; then either the secondary operation with c (.add: tmp + c, .min, .max;
 c extended by .dtype's signedness) or, with d.dsel, tmp's low byte/half-word merged into c
-at that place; d the low 32 bits. vmad and the SIMD vset2/vset4 are not implemented here.
+at that place; d the low 32 bits.
+
+    vset2 vset4  .atype.btype.cmp{.add}  d, a, b, c   the SIMD compare: each half-word (vset2)
+                                                   or byte (vset4) lane of a and b, extended
+                                                   by its type, compared: 1 or 0 in that
+                                                   lane of d; with .add d = c + the lanes'
+                                                   sum. Only the default lane selectors and
+                                                   mask (.h10/.b3210, .h32/.b7654 of a, b)
+                                                   are taken, as simd.py's vop2/vop4.
+vmad is not implemented (refused by name).
 """
 from __future__ import annotations
 
@@ -19,7 +28,7 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import Reg
-from .operands import Mods
+from .operands import Mods, unsupported
 from .registry import provide, register
 
 SELECTORS = {"b0": (0, 8), "b1": (8, 8), "b2": (16, 8), "b3": (24, 8), "h0": (0, 16), "h1": (16, 16)}
@@ -80,7 +89,20 @@ def _scalar(x):
     return x if x.ndim else x[()]
 
 
-provide(_video_scalar=video_scalar)
+def vset_simd(cmp: str, lanes: int, a, sa: bool, b, sb: bool, c, add: bool):
+    """vset2/vset4 with the default selectors and mask; returns uint32."""
+    width = 32 // lanes
+    d = np.asarray(c, np.uint32).astype(I64) if add else np.zeros(np.broadcast(a, b).shape, I64)
+    for i in range(lanes):
+        sel = SIMD_LANES[lanes][i]
+        t = _operate(cmp, part(a, sel, sa), part(b, sel, sb), None)
+        d = d + t if add else d | (t << (width * i))
+    return _scalar(_low_bits(d, 32).astype(np.uint32))
+
+
+SIMD_LANES = {2: ("h0", "h1"), 4: ("b0", "b1", "b2", "b3")}
+
+provide(_video_scalar=video_scalar, _vset_simd=vset_simd)
 
 
 def _split(ins, o):
@@ -126,6 +148,27 @@ def emit_video_scalar(g, ins):
     g.write(ins, d, expr, "u32", g.guard(ins))
 
 
-register(emit_video_scalar, *ARITH, *SHIFTS, "vset")
+def emit_vset_simd(g, ins):
+    lanes = int(ins.opcode[-1])
+    m = Mods(ins)
+    ts = m.types()
+    cmp = m.take(*COMPARES)
+    add = m.take("add") is not None
+    m.done()
+    if len(ts) != 2 or not set(ts) <= {"u32", "s32"} or cmp is None:
+        raise PtxError(ins.line, f"{ins.opcode} needs .atype.btype (.u32/.s32) and a comparison: {ins.text}")
+    if len(ins.operands) != 4:
+        raise PtxError(ins.line, f"{ins.opcode} takes d, a, b, c: {ins.text}")
+    for o in ins.operands:
+        if isinstance(o, Reg) and "." in o.name:
+            raise unsupported(ins, f"operand lane selector or mask {o.name}")
+    d, a, b, c = ins.operands
+    expr = (f"_vset_simd({cmp!r}, {lanes}, {g.read(ins, a, 'u32')}, {ts[0] == 's32'}, "
+            f"{g.read(ins, b, 'u32')}, {ts[1] == 's32'}, {g.read(ins, c, 'u32')}, {add})")
+    g.write(ins, d, expr, "u32", g.guard(ins))
 
-__all__ = ["emit_video_scalar", "part", "video_scalar"]
+
+register(emit_video_scalar, *ARITH, *SHIFTS, "vset")
+register(emit_vset_simd, "vset2", "vset4")
+
+__all__ = ["emit_video_scalar", "emit_vset_simd", "part", "video_scalar", "vset_simd"]

@@ -189,7 +189,7 @@ def test_version_and_target_errors():
     ("shfl.bfly.b32 %r1, %r2, 1, 31;", "shfl.bfly.b32"),
     ("vote.any.pred %p1, %p1;", "vote.any.pred"),
     ("vmad.u32.u32.u32 %r1, %r2, %r3, %r1;", "vmad.u32.u32.u32"),   # not implemented
-    ("vset2.u32.u32.lt %r1, %r2, %r3, %r1;", "vset2.u32.u32.lt"),   # not implemented
+    ("vset2.u32.u32.lt %r1.h0, %r2, %r3, %r1;", "vset2.u32.u32.lt"),  # masks: not implemented
     ("@%p1 bar.sync 0;", "bar.sync"),
     ("cvt.rn.satfinite.e4m3x2.f32 %h1, %f1, %f1;", "cvt.rn.satfinite.e4m3x2.f32"),
     ("brkpt;", "brkpt"),

@@ -1,7 +1,8 @@
 """The scalar video instructions (vadd vsub vabsdiff vmin vmax vshl vshr vset) with their
-byte/half-word selectors, .sat, secondary operations and destination merges, against a
-reference written in Python integers from the PTX ISA's pseudo-code. Random operands,
-random c, poisoned output; every kernel assembled by ptxas for sm_90 first."""
+byte/half-word selectors, .sat, secondary operations and destination merges, and the SIMD
+compares vset2/vset4 (default selectors), against a reference written in Python integers
+from the PTX ISA's pseudo-code. Random operands, random c, poisoned output; every kernel
+assembled by ptxas for sm_90 first."""
 import numpy as np
 import pytest
 from helpers.emu_engine import Buf, launch
@@ -148,3 +149,36 @@ def test_scalar_video_on_immediates(mem):
         out.free()
     # 3 << 32 saturates; 2 merged into the high half of c; (1 < 2) + 10
     np.testing.assert_array_equal(got[:4], [0xFFFFFFFF, 0x00023344, 11, 0x11223344])
+
+
+def lanes_of(x, lanes, signed):
+    width = 32 // lanes
+    vals = [(x >> (width * i)) & ((1 << width) - 1) for i in range(lanes)]
+    return [v - (1 << width) if signed and v >> (width - 1) else v for v in vals]
+
+
+@pytest.mark.parametrize("lanes, at, bt, cmp, add", [
+    (2, "u32", "u32", "lt", False), (2, "s32", "u32", "ge", True), (2, "s32", "s32", "eq", False),
+    (4, "u32", "s32", "ne", True), (4, "s32", "s32", "le", False), (4, "u32", "u32", "gt", True)])
+def test_vset2_vset4_against_the_isa(mem, rng, lanes, at, bt, cmp, add):
+    a = rng.integers(0, 2**32, N, dtype=np.uint64).astype(np.uint32)
+    b = rng.integers(0, 2**32, N, dtype=np.uint64).astype(np.uint32)
+    b[: N // 4] = a[: N // 4] ^ np.uint32(0xFF00FF00)     # some lanes equal
+    c = rng.integers(0, 2**32, N, dtype=np.uint64).astype(np.uint32)
+    ins = f"vset{lanes}.{at}.{bt}.{cmp}{'.add' if add else ''} %r5, %r2, %r3, %r4;"
+    text = KERNEL.replace("INSTRUCTION", ins)
+    assemble_sm90(text)
+    bufs = [Buf(mem, a), Buf(mem, b), Buf(mem, c), Buf(mem, n=N, dtype=np.uint32)]
+    try:
+        launch(load_ptx(text), "v", 1, N, *bufs, mem=mem)
+        got = bufs[3].read()
+    finally:
+        for buf in bufs:
+            buf.free()
+    compare = {"eq": int.__eq__, "ne": int.__ne__, "lt": int.__lt__, "le": int.__le__,
+               "gt": int.__gt__, "ge": int.__ge__}[cmp]
+    ref = []
+    for x, y, z in zip(a.tolist(), b.tolist(), c.tolist()):
+        t = [int(compare(p, q)) for p, q in zip(lanes_of(x, lanes, at == "s32"), lanes_of(y, lanes, bt == "s32"))]
+        ref.append((z + sum(t)) & 0xFFFFFFFF if add else sum(v << (32 // lanes * i) for i, v in enumerate(t)))
+    np.testing.assert_array_equal(got, np.array(ref, np.uint32), err_msg=ins)
