@@ -4,7 +4,9 @@
     operands.py    what every family reads an instruction with (Mods, operands, type sets)
     arith.py       add sub mul mad fma div rem, the unary operations, min max, logic, shifts
     compare.py     setp set selp
+    minmaxmore.py  min/max.relu on s32/s16x2, min/max.xorsign.abs on half types, lop3.{and,or} d|p
     convert.py     mov cvt, trap, membar/fence
+    cvtpack.py     cvt.pack.sat (two s32 saturated to u16/s16/u8/s8/u4/s4/u2/s2 and packed)
     half.py        the f16/bf16 (and pair) forms of arithmetic, setp and cvt
     halfmore.py    atom/red.add.noftz on f16/bf16 (and pairs), set on half types
     bits.py        popc clz brev bfind fns bfe bfi prmt lop3 shf mul24 sad dp4a/dp2a slct
@@ -22,6 +24,7 @@
     matrix_store.py stmatrix, movmatrix
     wmma.py        wmma.load/mma/store (f16 bf16 s8 u8 tf32 f64 shapes)
     lowfloat.py    the 8-bit floats (.e4m3x2/.e5m2x2 cvt, their values) and the tf32 cvt forms
+    videoscalar.py the scalar video instructions (vadd ... vmax, vshl vshr, vset) with selectors
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
     bulkcopy.py    cp.async.bulk to shared memory, completed on an mbarrier (sm_90)
@@ -36,6 +39,7 @@
     recursion.py   recursive calls: real calls of an out-of-line copy, a per-thread stack
     devassert.py   __assertfail (device assert)
     addressing.py  the generic address windows and a kernel's shared/local layout
+    electszext.py  elect.sync (the leader of a member mask), szext.{clamp,wrap}
     carry.py       the carry chain: add.cc addc sub.cc subc mad.cc madc
     specials.py    special registers computed on the fly (%clock, %lanemask_*, %smid ...)
     cluster.py     thread-block clusters: %cluster_* registers, mapa, barrier.cluster, %envreg
@@ -48,6 +52,6 @@ The decoder (engine/decode.py) imports this package once, so every family has re
 before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
-               devassert, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
-               mbarrier, memhints, memops, mma_sparse, paramaddr, printf, recursion, simd, spacep,
-               specials, vecatom, warp, wmma)
+               cvtpack, devassert, electszext, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
+               mbarrier, memhints, memops, minmaxmore, mma_sparse, paramaddr, printf, recursion, simd, spacep,
+               specials, vecatom, videoscalar, warp, wmma)

@@ -36,6 +36,17 @@ def half_add_step(ptype: str):
     return lambda old, b: hop("add", kind, "rn", False, False, False, old, b)
 
 
+def half_minmax_step(op: str, ptype: str):
+    """The new bits of one thread's vector-element atom.min/max.noftz.<ptype> (sm_90 takes
+    these only in vector form, vecatom.py): the min/max of the two values as min/max on
+    the half types (a NaN loses to a number, -0 below +0), subnormals kept; the lanes of a
+    pair independently."""
+    kind = ptype[:-2] if ptype.endswith("x2") else ptype
+    if ptype.endswith("x2"):
+        return lambda old, b: x2(hop, (op, kind, "rn", False, False, False), old, b)
+    return lambda old, b: hop(op, kind, "rn", False, False, False, old, b)
+
+
 def half_atomic(ins, op: str, ptype: str):
     """(step function, raw bit type) for an atom/red with .noftz, or refuse it by name."""
     if op != "add" or ptype not in HALF_ATOMIC_TYPES:

@@ -8,8 +8,9 @@
 An emitter registers for an opcode and a form: ANY takes every instruction of that opcode;
 a type family ("f16", "bf16": the half types and their pairs) takes the instructions of
 that type; CARRY (`.cc`), SYMBOL (`mov d, variable`), SPARSE (`mma.sp`), ASYNC
-(`st.async`, `red.async`) and VECTOR (.v2/.v4/.v8 of an opcode that has such an emitter:
-vector atomics) take those forms. `lookup` tries the instruction's own forms first, then
+(`st.async`, `red.async`), PACK (`cvt.pack`), XORSIGN/INT_RELU/BOOLOP (modifiers that
+minmaxmore.py takes, tried before the type families) and VECTOR (.v2/.v4/.v8 of an opcode
+that has such an emitter: vector atomics) take those forms. `lookup` tries the instruction's own forms first, then
 ANY. Every key is registered once (a second registration is an error), so nothing depends on
 the order the families are imported in and no emitter wraps another.
 """
@@ -25,6 +26,12 @@ SYMBOL = "symbol"
 SPARSE = "sp"          # mma.sp{::ordered_metadata}
 ASYNC = "async"
 VECTOR = "vector"
+PACK = "pack"          # cvt.pack.sat (cvtpack.py)
+# modifier forms tried before the type families (minmaxmore.py): an opcode that registers
+# none of them is not affected
+XORSIGN = "xorsign"    # min/max.xorsign.abs on half types
+INT_RELU = "int_relu"  # min/max.relu.{s32,s16x2}
+BOOLOP = "boolop"      # lop3.{and,or} d|p, ..., q (only lop3 registers it)
 _VECTORS = {"v2", "v4", "v8"}
 TYPE_FAMILIES = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16",
                  "s16x2": "i16x2", "u16x2": "i16x2", "tf32": "tf32",
@@ -65,7 +72,7 @@ def forms_of(ins: Instruction) -> list[str]:
     """The forms `ins` has, most specific first, ANY last."""
     families = [TYPE_FAMILIES[m] for m in ins.mods if m in TYPE_FAMILIES]
     # an 8-bit float pair decides wherever it stands (cvt.rn.f16x2.e4m3x2 is lowfloat.py's)
-    forms = ["f8"] if "f8" in families else families[:1]
+    forms = _modifier_forms(ins.mods) + (["f8"] if "f8" in families else families[:1])
     if "cc" in ins.mods:
         forms.append(CARRY)
     if "async" in ins.mods:
@@ -76,7 +83,20 @@ def forms_of(ins: Instruction) -> list[str]:
         forms.append(SYMBOL)
     if ins.mods and ins.mods[0] in ("sp", "sp::ordered_metadata"):
         forms.append(SPARSE)
+    if ins.mods and ins.mods[0] == "pack":
+        forms.append(PACK)
     return [*forms, ANY]
+
+
+def _modifier_forms(mods: list[str]) -> list[str]:
+    forms = []
+    if "xorsign" in mods:
+        forms.append(XORSIGN)
+    if "relu" in mods and ("s32" in mods or "s16x2" in mods):
+        forms.append(INT_RELU)
+    if "and" in mods or "or" in mods:
+        forms.append(BOOLOP)
+    return forms
 
 
 def lookup(ins: Instruction) -> Callable | None:

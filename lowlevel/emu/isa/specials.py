@@ -3,6 +3,20 @@ nanosecond timer times the emulated 1.98 GHz clock; strictly increasing), %globa
 (ns), %smid (CTA index modulo the emulated 132 SMs), %nsmid, %nwarpid, %gridid (one
 number per launch), %dynamic_smem_size, %total_smem_size. (%tid, %ntid, %ctaid, %nctaid,
 %laneid, %warpid are slots the engine fills: engine/decode.py's SPECIALS.)
+
+%clock_hi is the upper half of %clock64. Three more, as the PTX ISA defines them for this device:
+    %aggr_smem_size      (sm_90) the CTA's shared memory, user (static and dynamic) plus the
+                         region reserved for system software (addressing.py's 1 KB, the
+                         device's RESERVED_SHARED_MEMORY_PER_BLOCK)
+    %current_graph_exec  the handle of the device graph the kernel runs in, 0 outside one:
+                         the emulated driver launches no device graphs (graphs instantiated
+                         for device launch), so always 0
+    %pm0..%pm7, %pm0_64..%pm7_64
+                         performance monitor counters, whose behavior the ISA leaves
+                         undefined: here each counts the emulated clock (%clock64; the 32-bit
+                         ones its low half, wrapping as %clock does), so a counter never
+                         goes back between two reads of one thread (the 32-bit ones up to
+                         their wrap)
 """
 from __future__ import annotations
 
@@ -14,7 +28,7 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Reg
-from .addressing import RESERVED_OFFSETS
+from .addressing import RESERVED_OFFSETS, RESERVED_SHARED
 from .registry import provide, special_register
 from .warp import current_lanes
 
@@ -70,8 +84,12 @@ def total_smem(C):
     return U32(int(dynamic_smem(C)) + int(getattr(k, "shared_bytes", 0) or 0))
 
 
+def aggr_smem(C):
+    return U32(int(total_smem(C)) + RESERVED_SHARED)
+
+
 provide(_clock64=clock64, _clock32=clock32, _globaltimer=globaltimer, _gridid=gridid, _smid=smid,
-        _dynamic_smem=dynamic_smem, _total_smem=total_smem)
+        _dynamic_smem=dynamic_smem, _total_smem=total_smem, _aggr_smem=aggr_smem)
 
 
 def _adapt(expr: str, bits: int, ptype: str) -> str:
@@ -114,6 +132,7 @@ for _k in ("eq", "lt", "le", "gt", "ge"):
 for _name, _read in {
     "%clock": _reader(32, lambda g, ins: "_clock32()"),
     "%clock64": _reader(64, lambda g, ins: "_clock64()"),
+    "%clock_hi": _reader(32, lambda g, ins: "(_clock64() >> _U64(32)).astype(_U32)"),
     "%globaltimer": _reader(64, lambda g, ins: "_globaltimer()"),
     "%globaltimer_lo": _reader(32, lambda g, ins: "(_globaltimer() & _U64(0xFFFFFFFF)).astype(_U32)"),
     "%globaltimer_hi": _reader(32, lambda g, ins: "(_globaltimer() >> _U64(32)).astype(_U32)"),
@@ -123,8 +142,14 @@ for _name, _read in {
     "%gridid": _reader(64, lambda g, ins: "_gridid(C)"),
     "%dynamic_smem_size": _reader(32, lambda g, ins: "_dynamic_smem(C)"),
     "%total_smem_size": _reader(32, lambda g, ins: "_total_smem(C)"),
+    "%aggr_smem_size": _reader(32, lambda g, ins: "_aggr_smem(C)"),
+    "%current_graph_exec": _reader(64, lambda g, ins: g.const(U64(0))),
 }.items():
     special_register(_name, _read)
 
 for _name, _offset in RESERVED_OFFSETS.items():     # the reserved shared region (addressing.py)
     special_register(_name, _reader(32, lambda g, ins, _o=_offset: g.const(U32(_o))))
+
+for _n in range(8):                 # performance monitor counters: the emulated clock (above)
+    special_register(f"%pm{_n}", _reader(32, lambda g, ins: "_clock32()"))
+    special_register(f"%pm{_n}_64", _reader(64, lambda g, ins: "_clock64()"))

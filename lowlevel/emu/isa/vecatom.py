@@ -3,6 +3,8 @@
     atom{.sem}{.scope}{.global}.add{.L2::cache_hint}.{v2,v4}.f32          d, [a], b{, policy};
     atom{.sem}{.scope}{.global}.add.noftz{.L2::cache_hint}.{v2,v4,v8}.{f16,bf16}   d, [a], b;
     atom{.sem}{.scope}{.global}.add.noftz{.L2::cache_hint}.{v2,v4}.{f16x2,bf16x2}  d, [a], b;
+    atom{.sem}{.scope}{.global}.{min,max}.noftz{.L2::cache_hint}.{v2,v4,v8}.{f16,bf16}  d, [a], b;
+    atom{.sem}{.scope}{.global}.{min,max}.noftz{.L2::cache_hint}.{v2,v4}.{f16x2,bf16x2} d, [a], b;
     red ... the same without d
 
 d and b are vectors ({...}) of the element type. The ISA makes each element its own atomic
@@ -10,8 +12,8 @@ operation (the vector as a whole is not one), on consecutive elements from `a`, 
 aligned to the whole vector's size (CUDA_ERROR_MISALIGNED_ADDRESS). Each element goes
 through the engine's atomics, so threads hitting the same element serialize in lane order
 as for scalar atomics; .f32 add rounds and flushes as the scalar atom.add.f32 on global
-memory does, the half types add as atom.add.noftz does (halfmore.py). .min/.max on the half
-types are refused by name, as for scalars.
+memory does, the half types add as atom.add.noftz does (halfmore.py) and take the min/max as min/max
+on half types do (a NaN loses to a number; sm_90 has no scalar form of those).
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def emit_vector_atom(g, ins: Instruction) -> None:
     m.done()
     n = int(vec[1:])
     if op is None or n not in _LENGTHS[t]:
-        raise PtxError(ins.line, f"{ins.opcode}.{vec}.{t} needs .add and a vector of "
+        raise PtxError(ins.line, f"{ins.opcode}.{vec}.{t} needs .add/.min/.max and a vector of "
                                  f"{' or '.join(map(str, _LENGTHS[t]))}: {ins.text}")
     if t == "f32":
         if op != "add" or noftz:
@@ -50,7 +52,10 @@ def emit_vector_atom(g, ins: Instruction) -> None:
     else:
         if not noftz:
             raise PtxError(ins.line, f"{ins.opcode}.{vec}.{t} needs .noftz: {ins.text}")
-        step, raw = halfmore.half_atomic(ins, op, t)
+        if op in ("min", "max"):
+            step, raw = halfmore.half_minmax_step(op, t), halfmore.HALF_ATOMIC_TYPES[t]
+        else:
+            step, raw = halfmore.half_atomic(ins, op, t)
         op_expr = f"_vec_half_atom{len(g.ns)}"
         g.ns[op_expr] = step
     ops = operands_less_policy(g, ins, 2 if is_red else 3)

@@ -341,6 +341,20 @@ def redux(C, op, a, mask, guard, iid):
     return _per_lane(C, _reduce(op, V[:, None, :], sel, axis=2))
 
 
+def elect(C, mask, guard, iid):
+    """elect.sync (PTX ISA): the leader is the member of the mask with the least laneid
+    among the lanes that execute it (predicated on); each participant gets the leader's
+    laneid, and True where it is the leader. check_members has made sure every member of
+    the mask that has not exited runs it now, each lane in its own mask."""
+    check_members(C, "elect.sync", mask, guard, iid)
+    part = _participating(C, guard)
+    words = (_ballot_words(C, part) & np.asarray(mask, U32)).astype(U64)
+    lowest = words & (~words + U64(1))                     # the least set bit alone
+    leader = np.log2(np.maximum(lowest, U64(1)).astype(np.float64)).astype(U32)   # exact: 2**k
+    lane = (current_lanes(C) % WARP).astype(U32)
+    return leader, part & (lane == leader)
+
+
 provide(_shfl=shfl, _vote=vote, _match=match, _redux=redux, _warp_sync=warp_sync)
 
 # --- emitters ------------------------------------------------------------------------------

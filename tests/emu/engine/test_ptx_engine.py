@@ -185,16 +185,17 @@ def test_version_and_target_errors():
     (".global .align 4 .b8 gvar[128];", "gvar"),
     ("bar.arrive 1, 64;", "bar.arrive"),
     ("stmatrix.sync.aligned.m8n8.x1.shared.b16 [%rd1], {%r1};", "stmatrix.sync.aligned.m8n8.x1"),
-    ("elect.sync %r1|%p1, -1;", "elect.sync"),
+    ("elect %r1|%p1, -1;", "elect"),                          # .sync is mandatory
     ("shfl.bfly.b32 %r1, %r2, 1, 31;", "shfl.bfly.b32"),
     ("vote.any.pred %p1, %p1;", "vote.any.pred"),
-    ("szext.wrap.u32 %r1, %r2, 8;", "szext.wrap.u32"),
+    ("vmad.u32.u32.u32 %r1, %r2, %r3, %r1;", "vmad.u32.u32.u32"),   # not implemented
+    ("vset2.u32.u32.lt %r1.h0, %r2, %r3, %r1;", "vset2.u32.u32.lt"),  # masks: not implemented
     ("@%p1 bar.sync 0;", "bar.sync"),
     ("cvt.rn.satfinite.e4m3x2.f32 %h1, %f1, %f1;", "cvt.rn.satfinite.e4m3x2.f32"),
     ("brkpt;", "brkpt"),
     ("tex.2d.v4.f32.f32 {%f1, %f1, %f1, %f1}, [tex, {%f1, %f1}];", "tex.2d.v4.f32.f32"),
     ("call.uni foo, (%r1);", "call.uni"),
-    ("mov.u32 %r1, %pm0;", "%pm0"),
+    ("mov.u32 %r1, %pm8;", "%pm8"),                           # the counters are %pm0..%pm7
     ("rem.f32 %f1, %f1, %f1;", "rem.f32"),
     (".local .align 4 .b8 stack[16] = {1, 2};", "stack"),
 ])
