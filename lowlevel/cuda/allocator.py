@@ -116,11 +116,17 @@ class CachingAllocator:
 
     def allocate_on(self, nbytes: int, handle: int) -> Block:
         """allocate() for the handle of a stream (0: the legacy default stream) already read."""
-        size = max(ROUND, -(-nbytes // ROUND) * ROUND)
+        size = -(-nbytes // ROUND) * ROUND
+        if size < ROUND:
+            size = ROUND
         with self._lock:
             # The pool key: the stream's handle, or the GraphPool of a capturing stream.
             pool = self._capturing.get(handle, handle) if self._capturing else handle
-            if self.returned and releases_allowed():
+            returned = self.returned
+            if returned and releases_allowed():
+                block = self._reuse_returned(pool, size) if len(returned) == 1 else None
+                if block is not None:
+                    return block                    # the op loop's case: the block just dropped
                 self._free_returned()
             # cuEventQuery may not be called during a (global) capture: freed blocks that
             # wait for events stay pending until no graph captures.
@@ -140,6 +146,18 @@ class CachingAllocator:
         if self._released:
             self._free_released()
         return block
+
+    def _reuse_returned(self, pool, size: int) -> Block | None:
+        """The one block waiting in `returned`, handed out again at once when _free_returned
+        would keep it whole for (pool, size) and the request would then take it back (the
+        kept list is last in, first out): the same block, without the round trip. None
+        (and the block left where it is) in every other case. With the lock held."""
+        block = self.returned[0]
+        if block.size != size or block.free or block.other_streams or block.segment.pool != pool \
+                or type(pool) is GraphPool or context.shutting_down or self._pending or self._released:
+            return None
+        self.returned.popleft()     # block: only the lock's holder takes from the left
+        return block             # still counted in `allocated`, still not free: as handed out
 
     def _merge_kept(self, pool) -> None:
         """Return the blocks kept whole for pool key `pool` (None: every pool) to their

@@ -75,6 +75,14 @@ def shared_bytes(shared_mem, name: str) -> int:
     return c_integer(shared_mem, c_uint, f"{name}: shared_mem")
 
 
+def _c_unsigned(value: int):
+    """A C unsigned int argument of the untyped C function (_bind): the Python int itself
+    below 2**31, which ctypes passes as a C int (the same 32 bits, in the same register or
+    stack slot, as the unsigned int cuLaunchKernel reads, on x86-64 and aarch64) and converts
+    faster than a c_uint; a c_uint object above, where a C int cannot hold the value."""
+    return value if value < 1 << 31 else c_uint(value)
+
+
 class PreparedLaunch:
     """One kernel with one launch configuration; call it with the kernel's arguments."""
 
@@ -87,9 +95,12 @@ class PreparedLaunch:
         self._launch = function.driver.cuLaunchKernel        # the driver's checked function
         self._driver, self._module = function.driver, function.module
         self._handle = function.handle                        # refused if the context was reset
-        self._config = tuple(c_uint(v) for v in (*self.grid, *self.block, self.shared_mem))
+        self._config = tuple(_c_unsigned(v) for v in (*self.grid, *self.block, self.shared_mem))
         self._c_handle = c_void_p(self._handle)
         self._layout(function)
+        # the void* array by reference: the same pointer (its first element's address), that
+        # ctypes passes as it is, where the array itself becomes a new C argument per call
+        self._params_ref = ctypes.byref(self._kernel_params) if self._kernel_params is not None else None
         self._lock = threading.Lock()
         self._cfunc = self._raw = None
         self._streams: dict[int, c_void_p | None] = {0: None}
@@ -171,7 +182,7 @@ class PreparedLaunch:
             stream = self._streams.get(handle, False)
             if stream is False:
                 stream = self._stream_value(handle)
-            code = self._configured(stream, self._kernel_params, None)
+            code = self._configured(stream, self._params_ref, None)
             if code != 0:
                 self._driver.reraise_interrupt()
                 raise self._driver.error(code, self._launch.symbol)
@@ -199,7 +210,7 @@ class PreparedLaunch:
         self._bind(launch.cfunc)
         stream = self._streams.get(handle, False)
         code = self._raw(self._c_handle, *self._config, self._stream_value(handle) if stream is False else stream,
-                         self._kernel_params, None)
+                         self._params_ref, None)
         if code != 0:
             launch.driver.reraise_interrupt()
             raise launch.driver.error(code, launch.symbol)

@@ -1,0 +1,120 @@
+"""What a prepared launch hands the C function: every configuration value exactly (those a
+C int cannot hold too: they pass as C unsigned ints, the others as Python ints), the
+kernel's and the stream's 64-bit handles, the parameter array; and the same errors as
+Function.launch for a configuration the device refuses, from one thread or several."""
+import ctypes
+import threading
+
+import numpy as np
+import pytest
+from helpers.memory import download, upload
+
+from lowlevel import cuda, kernels
+from lowlevel.capi.prototypes import PROTOTYPES, CUresult
+
+
+def _saxpy():
+    return kernels.module("saxpy").get_function("saxpy")       # (f32 a, u64 x, u64 y, u64 n)
+
+
+class _Recorder:
+    """cuLaunchKernel replaced, while in use, by a C callback typed as cuLaunchKernel is,
+    that records what it receives (the four saxpy values read through kernelParams)."""
+
+    def __init__(self, drv):
+        self.drv, self.calls = drv, []
+        kind = ctypes.CFUNCTYPE(CUresult, *PROTOTYPES["cuLaunchKernel"][1])
+        self.cfunc = kind(self._record)
+
+    def _record(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        p = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+        alpha = ctypes.cast(p[0], ctypes.POINTER(ctypes.c_float))[0]
+        x, y, n = (ctypes.cast(p[i], ctypes.POINTER(ctypes.c_uint64))[0] for i in (1, 2, 3))
+        self.calls.append((f, (gx, gy, gz), (bx, by, bz), shared, stream or 0, (alpha, x, y, n), extra))
+        return 0
+
+    def __enter__(self):
+        self.saved = self.drv.cuLaunchKernel.cfunc
+        self.drv.cuLaunchKernel.cfunc = self.cfunc
+        return self
+
+    def __exit__(self, *exc):
+        self.drv.cuLaunchKernel.cfunc = self.saved
+        return False
+
+
+@pytest.mark.parametrize("grid, block, shared", [
+    ((1 << 31, 2, 3), (4, 2, 1), 0),                     # grid.x: past a C int
+    (((1 << 32) - 1, 1, (1 << 32) - 1), 32, (1 << 31) + 8),   # the largest C unsigned ints
+    ((7, 65535, 1), (1024, 1, 1), 48 << 10),              # all below 2**31: Python ints
+])
+def test_the_c_function_receives_every_value_exactly(driver, grid, block, shared):
+    f = _saxpy()
+    run = f.prepare(grid, block, shared_mem=shared)
+    stream = cuda.Stream()
+    x, y = (1 << 40) + 256, (1 << 47) + 512              # 64-bit values, not truncated to 32
+    with _Recorder(driver) as rec:
+        run(2.5, x, y, (1 << 33) + 1, stream=stream)      # the first call binds the C function
+        run(0.5, y, x, 3)                                  # the bound one, legacy stream
+    dims = lambda v: (*((v,) if isinstance(v, int) else v), 1, 1)[:3]       # noqa: E731
+    expected = [(f.handle, dims(grid), dims(block), shared, stream.handle, (2.5, x, y, (1 << 33) + 1), None),
+                (f.handle, dims(grid), dims(block), shared, 0, (0.5, y, x, 3), None)]
+    assert rec.calls == expected
+
+
+@pytest.mark.parametrize("grid, block, shared", [(1 << 31, 32, 0), ((1, 65536), 32, 0), ((1 << 32) - 1, 32, 0),
+                                                 (1, 32, 1 << 31), (1, (1, 1, 65), 0)])
+def test_a_configuration_the_device_refuses_fails_as_launch_fails(driver, grid, block, shared):
+    """The driver's error and its detail (which value, as the driver received it)."""
+    f = _saxpy()
+    errors = []
+    for call in (lambda: f.launch(grid, block, (1.0, 0, 0, 0), shared_mem=shared),
+                 lambda: f.prepare(grid, block, shared_mem=shared)(1.0, 0, 0, 0)):
+        with pytest.raises(cuda.CudaError) as info:
+            call()
+        errors.append((info.value.name, info.value.function, str(info.value)))
+    assert errors[0] == errors[1] and errors[0][:2] == ("CUDA_ERROR_INVALID_VALUE", "cuLaunchKernel")
+
+
+@pytest.mark.parametrize("args, message", [
+    ((1.0, 0, 0, 1 << 64), "saxpy: parameter 3 (n"),
+    ((1.0, -1 << 64, 0, 4), "saxpy: parameter 1 (x"),
+    ((1e39, 0, 0, 4), "saxpy: parameter 0 (a"),
+])
+def test_an_argument_out_of_range_names_the_kernel_and_the_parameter(driver, args, message):
+    run = _saxpy().prepare(1, 32)
+    run(1.0, 0, 0, 0)                                 # bound: the out-of-range value takes the fast path first
+    with pytest.raises((OverflowError, ValueError)) as info:
+        run(*args)
+    assert str(info.value).startswith(message)
+
+
+def test_concurrent_launches_from_two_threads_each_compute_their_own(driver, rng):
+    """One prepared launch, two threads each on a stream of its own, many calls: every
+    result is its own thread's (a call that finds the buffer in use packs its own)."""
+    run = _saxpy().prepare(1, 64)
+    n, rounds = 64, 40
+    inputs = [[(np.float32(rng.standard_normal()), rng.standard_normal(n).astype(np.float32),
+                rng.standard_normal(n).astype(np.float32)) for _ in range(rounds)] for _ in range(2)]
+    results, errors = [[None] * rounds for _ in range(2)], []
+
+    def work(t: int) -> None:
+        try:
+            stream = cuda.Stream()
+            for i, (alpha, x, y) in enumerate(inputs[t]):
+                dx, dy = upload(x), upload(y)
+                run(float(alpha), dx.ptr, dy.ptr, n, stream=stream)
+                stream.synchronize()
+                results[t][i] = download(dy, n)
+        except Exception as e:                  # reported below, in the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for t in range(2):
+        for (alpha, x, y), got in zip(inputs[t], results[t]):
+            np.testing.assert_array_equal(got, (np.float64(alpha) * x + y).astype(np.float32))
