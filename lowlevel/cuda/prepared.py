@@ -102,6 +102,7 @@ class PreparedLaunch:
         # ctypes passes as it is, where the array itself becomes a new C argument per call
         self._params_ref = ctypes.byref(self._kernel_params) if self._kernel_params is not None else None
         self._lock = threading.Lock()
+        self._packed = None         # the values the buffer holds, packed by struct (run_own)
         self._cfunc = self._raw = None
         self._streams: dict[int, c_void_p | None] = {0: None}
 
@@ -117,6 +118,7 @@ class PreparedLaunch:
         self._kernel_params = (c_void_p * len(params))(*[a for a, _ in self._offsets]) if params else None
         codes = [_code(ptype, sz) for (_, ptype), (_, sz) in zip(self._fields, params)]
         self._f32 = tuple(i for i, c in enumerate(codes) if c == "f")
+        self._floats = any(c in ("f", "d") for c in codes)
         self._struct = None
         if None not in codes and all(a[0] <= b[0] for a, b in zip(params, params[1:])):
             fmt, at = "<", 0
@@ -132,6 +134,7 @@ class PreparedLaunch:
     def _write(self, args) -> None:
         """The values into the buffer: plain ints and floats by one pack_into, anything else
         (or a value that does not fit) through pack_value, which raises what launch does."""
+        self._packed = None
         if len(args) != self._count:
             raise TypeError(f"{self.function.name} takes {self._count} arguments, got {len(args)}")
         fast = self._struct
@@ -170,24 +173,67 @@ class PreparedLaunch:
             fast = self._struct
             if fast is not None and not self._f32 and len(args) == self._count \
                     and _PLAIN_NUMBERS.issuperset(map(type, args)):
+                self._packed = None
                 try:                                  # _write's first case, inline (no floats)
                     fast.pack_into(self._buffer, 0, *args)
                 except (struct.error, OverflowError):
                     self._write(args)
             else:
                 self._write(args)
-            if self._launch.cfunc is not self._cfunc or self._driver.log_api or trace.active is not None:
-                self._call_checked(handle)
-                return
-            stream = self._streams.get(handle, False)
-            if stream is False:
-                stream = self._stream_value(handle)
-            code = self._configured(stream, self._params_ref, None)
-            if code != 0:
-                self._driver.reraise_interrupt()
-                raise self._driver.error(code, self._launch.symbol)
+            self._call(handle)
         finally:
             self._lock.release()
+
+    def run_own(self, handle: int, values: tuple) -> None:
+        """run_on for values the caller computed itself, not a user's: ints (device
+        addresses, counts, strides) for the integer parameters, Python floats for the float
+        ones (what the backend passes). They are not screened by type, as a user's are; each
+        is still range-checked for its declared type (by struct, or by pack_value, which
+        raises what launch raises, naming the kernel and the parameter). Integer values equal
+        to the last call's are the bytes the buffer holds already, checked then: they are not
+        packed again (float values always are: 0.0 == -0.0, but their bytes differ)."""
+        module = self._module
+        if module.context_generation != module.context.generation:
+            module.check_context()
+        if not self._lock.acquire(False):
+            self._launch_unshared(values, handle)          # another thread is using the buffer
+            return
+        try:
+            if values != self._packed or self._floats:
+                self._pack_own(values)
+            self._call(handle)
+        finally:
+            self._lock.release()
+
+    def _pack_own(self, values: tuple) -> None:
+        fast = self._struct
+        self._packed = None
+        if fast is not None and len(values) == self._count:
+            for i in self._f32:
+                if not -F32_MAX <= values[i] <= F32_MAX:      # NaN and inf: pack_value's call
+                    break
+            else:
+                try:
+                    fast.pack_into(self._buffer, 0, *values)
+                    self._packed = values
+                    return
+                except (struct.error, OverflowError):
+                    pass
+        self._write(values)
+
+    def _call(self, handle: int) -> None:
+        """The C function on the packed buffer (with the lock held): bound directly, or
+        through the driver's checked function while logged or traced (or to bind it)."""
+        if self._launch.cfunc is not self._cfunc or self._driver.log_api or trace.active is not None:
+            self._call_checked(handle)
+            return
+        stream = self._streams.get(handle, False)
+        if stream is False:
+            stream = self._stream_value(handle)
+        code = self._configured(stream, self._params_ref, None)
+        if code != 0:
+            self._driver.reraise_interrupt()
+            raise self._driver.error(code, self._launch.symbol)
 
     def _stream_value(self, handle: int):
         """The C value of a stream handle, kept for the next launch on that stream."""

@@ -10,6 +10,7 @@ import pytest
 from helpers.memory import download, upload
 
 from lowlevel import cuda, kernels
+from lowlevel.backends import ptx
 from lowlevel.capi.prototypes import PROTOTYPES, CUresult
 
 
@@ -118,3 +119,76 @@ def test_concurrent_launches_from_two_threads_each_compute_their_own(driver, rng
     for t in range(2):
         for (alpha, x, y), got in zip(inputs[t], results[t]):
             np.testing.assert_array_equal(got, (np.float64(alpha) * x + y).astype(np.float32))
+
+
+# ---- run_own: the backend's own values (not screened by type, still range-checked) ------------
+def _saxpy_case(rng, n: int):
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    return x, y, upload(x), upload(y)
+
+
+def _add_f32():
+    return ptx.module("elementwise_f32").get_function("add_f32")     # (u64 out, u64 a, u64 b, u64 n)
+
+
+def test_run_own_repacks_after_anything_else_wrote_the_buffer(driver, rng):
+    """Integer values equal to the last run_own's are not packed again; anything else that
+    wrote the buffer (a call through run_on, a refused value half written) makes the next
+    run_own with those same values pack them again."""
+    run, n = _add_f32().prepare(1, 64), 64
+    a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    da, db = upload(a), upload(b)
+    outs = [upload(np.full(n, np.nan, np.float32)) for _ in range(4)]
+    mine = (outs[0].ptr, da.ptr, db.ptr, n)
+    nan = np.full(n, np.nan, np.float32)
+
+    def a_plus_b_into_outs0():
+        cuda.memcpy_htod(outs[0], nan)
+        run.run_own(0, mine)
+        cuda.synchronize()
+        np.testing.assert_array_equal(download(outs[0], n), a + b)
+
+    a_plus_b_into_outs0()
+    run(outs[1].ptr, db.ptr, db.ptr, np.uint64(n))                # run_on (through pack_value): b + b
+    a_plus_b_into_outs0()
+    run(outs[1].ptr, db.ptr, db.ptr, n)                           # run_on (struct): b + b
+    a_plus_b_into_outs0()
+    with pytest.raises(ValueError, match=r"add_f32: parameter 3 \(n"):
+        run.run_own(0, (outs[2].ptr, db.ptr, db.ptr, 1 << 64))    # out, a, b written; n refused
+    a_plus_b_into_outs0()
+    run.run_own(0, (outs[3].ptr, da.ptr, db.ptr, n))
+    cuda.synchronize()
+    np.testing.assert_array_equal(download(outs[1], n), b + b)
+    assert np.isnan(download(outs[2], n)).all()                   # the refused launch never ran
+    np.testing.assert_array_equal(download(outs[3], n), a + b)
+
+
+def test_run_own_packs_the_sign_of_a_zero_that_compares_equal(driver):
+    """0.0 == -0.0: a float value is packed at every call (its bytes, not its equality)."""
+    run, n = _saxpy().prepare(1, 32), 32
+    ones, zeros = upload(np.ones(n, np.float32)), np.full(n, -0.0, np.float32)
+    y = upload(zeros)
+    signs = []
+    for a in (0.0, -0.0, 0.0):
+        cuda.memcpy_htod(y, zeros)
+        run.run_own(0, (a, ones.ptr, y.ptr, n))                    # a * 1 + -0.0: the sign of a
+        cuda.synchronize()
+        signs.append(bool(np.signbit(download(y, n)).all()))
+    assert signs == [False, True, False]
+
+
+@pytest.mark.parametrize("values", [v for _, v in [
+    ("a float32 overflow", (1e39, 0, 0, 4)), ("a pointer past 64 bits", (1.0, 1 << 64, 0, 4)),
+    ("a negative count past 64 bits", (1.0, 0, 0, -1 << 64)), ("too few", (1.0, 0, 0))]])
+def test_run_own_refuses_what_launch_refuses_with_the_same_error(driver, values):
+    f = _saxpy()
+    expected = _error(lambda: f.launch(1, 32, values))
+    run = f.prepare(1, 32)
+    run.run_own(0, (1.0, 0, 0, 0))
+    assert _error(lambda: run.run_own(0, values)) == expected and "saxpy" in expected[1]
+
+
+def _error(fn):
+    with pytest.raises((TypeError, ValueError, OverflowError)) as info:
+        fn()
+    return type(info.value), str(info.value)
