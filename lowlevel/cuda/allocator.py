@@ -124,9 +124,17 @@ class CachingAllocator:
             pool = self._capturing.get(handle, handle) if self._capturing else handle
             returned = self.returned
             if returned and releases_allowed():
-                block = self._reuse_returned(pool, size) if len(returned) == 1 else None
-                if block is not None:
-                    return block                    # the op loop's case: the block just dropped
+                # The op loop's case: the one block waiting is the one just dropped, and
+                # _free_returned would keep it whole for (pool, size), where this request
+                # would take it back at once (the kept list is last in, first out). It is
+                # handed out again without the round trip: still counted in `allocated`,
+                # still not free, as handed out. Any other case: the round trip.
+                block = returned[0] if len(returned) == 1 else None
+                if block is not None and block.size == size and not block.free and not block.other_streams \
+                        and block.segment.pool == pool and type(pool) is not GraphPool \
+                        and not (context.shutting_down or self._pending or self._released):
+                    returned.popleft()          # block: only the lock's holder takes from the left
+                    return block
                 self._free_returned()
             # cuEventQuery may not be called during a (global) capture: freed blocks that
             # wait for events stay pending until no graph captures.
@@ -146,18 +154,6 @@ class CachingAllocator:
         if self._released:
             self._free_released()
         return block
-
-    def _reuse_returned(self, pool, size: int) -> Block | None:
-        """The one block waiting in `returned`, handed out again at once when _free_returned
-        would keep it whole for (pool, size) and the request would then take it back (the
-        kept list is last in, first out): the same block, without the round trip. None
-        (and the block left where it is) in every other case. With the lock held."""
-        block = self.returned[0]
-        if block.size != size or block.free or block.other_streams or block.segment.pool != pool \
-                or type(pool) is GraphPool or context.shutting_down or self._pending or self._released:
-            return None
-        self.returned.popleft()     # block: only the lock's holder takes from the left
-        return block             # still counted in `allocated`, still not free: as handed out
 
     def _merge_kept(self, pool) -> None:
         """Return the blocks kept whole for pool key `pool` (None: every pool) to their

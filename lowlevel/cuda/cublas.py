@@ -330,8 +330,11 @@ class PreparedSgemm:
         self.lib = lib
         self._alpha, self._beta = c_float(alpha), c_float(beta)
         self._ints = (*ops, m, n, k)
-        self._head = (*(c_int(v) for v in self._ints), ctypes.byref(self._alpha))
-        self._lda, self._ldb, self._ldc = c_int(lda), c_int(ldb), c_int(ldc)
+        # The C ints as Python ints: ctypes passes a Python int to the untyped C function
+        # as a C int, which check_integers proved each one is (and converts it faster than
+        # a c_int object); the pointers stay C pointers (a Python int would be cut to 32 bits).
+        self._head = (*self._ints, ctypes.byref(self._alpha))
+        self._lda, self._ldb, self._ldc = int(lda), int(ldb), int(ldc)
         self._beta_ref = ctypes.byref(self._beta)
         self._raw = None
         self._seen = -1             # lib.replacements when the C function was bound
@@ -355,8 +358,8 @@ class PreparedSgemm:
     def _checked(self, handle: Handle, A: int, B: int, C: int) -> None:
         lib = self.lib
         seen, fn = lib.replacements, lib.c_function(self.NAME)
-        getattr(lib, self.NAME)(handle.handle, *self._ints, ctypes.byref(self._alpha), A, self._lda.value,
-                                B, self._ldb.value, ctypes.byref(self._beta), C, self._ldc.value)
+        getattr(lib, self.NAME)(handle.handle, *self._ints, ctypes.byref(self._alpha), A, self._lda,
+                                B, self._ldb, ctypes.byref(self._beta), C, self._ldc)
         if trace.active is None:
             # the C function at the same address, without ctypes' per-call conversion (the
             # arguments are C values already); `fn` is kept, so it stays alive

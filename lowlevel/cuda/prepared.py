@@ -118,7 +118,7 @@ class PreparedLaunch:
         self._kernel_params = (c_void_p * len(params))(*[a for a, _ in self._offsets]) if params else None
         codes = [_code(ptype, sz) for (_, ptype), (_, sz) in zip(self._fields, params)]
         self._f32 = tuple(i for i, c in enumerate(codes) if c == "f")
-        self._floats = any(c in ("f", "d") for c in codes)
+        self._floats = tuple(i for i, c in enumerate(codes) if c in ("f", "d"))
         self._struct = None
         if None not in codes and all(a[0] <= b[0] for a, b in zip(params, params[1:])):
             fmt, at = "<", 0
@@ -189,9 +189,9 @@ class PreparedLaunch:
         addresses, counts, strides) for the integer parameters, Python floats for the float
         ones (what the backend passes). They are not screened by type, as a user's are; each
         is still range-checked for its declared type (by struct, or by pack_value, which
-        raises what launch raises, naming the kernel and the parameter). Integer values equal
-        to the last call's are the bytes the buffer holds already, checked then: they are not
-        packed again (float values always are: 0.0 == -0.0, but their bytes differ)."""
+        raises what launch raises, naming the kernel and the parameter). Values equal to the
+        last call's are the bytes the buffer holds already, checked then, and are not packed
+        again; for a float, equal means the same object (0.0 == -0.0, but their bytes differ)."""
         module = self._module
         if module.context_generation != module.context.generation:
             module.check_context()
@@ -199,11 +199,28 @@ class PreparedLaunch:
             self._launch_unshared(values, handle)          # another thread is using the buffer
             return
         try:
-            if values != self._packed or self._floats:
+            packed = self._packed
+            if values != packed or (self._floats and not self._same_floats(values, packed)):
                 self._pack_own(values)
-            self._call(handle)
+            # _call, inline (the op's hot path: one frame less)
+            if self._launch.cfunc is not self._cfunc or self._driver.log_api or trace.active is not None:
+                self._call_checked(handle)
+                return
+            stream = self._streams.get(handle, False)
+            if stream is False:
+                stream = self._stream_value(handle)
+            code = self._configured(stream, self._params_ref, None)
+            if code != 0:
+                self._driver.reraise_interrupt()
+                raise self._driver.error(code, self._launch.symbol)
         finally:
             self._lock.release()
+
+    def _same_floats(self, values: tuple, packed: tuple) -> bool:
+        for i in self._floats:
+            if values[i] is not packed[i]:
+                return False
+        return True
 
     def _pack_own(self, values: tuple) -> None:
         fast = self._struct
