@@ -192,3 +192,30 @@ def _error(fn):
     with pytest.raises((TypeError, ValueError, OverflowError)) as info:
         fn()
     return type(info.value), str(info.value)
+
+
+def test_a_prepared_sgemm_hands_cublas_every_value_exactly(driver):
+    """The C ints (flags, sizes, leading dimensions up to 2**31 - 1) and the 64-bit handle
+    and matrix addresses, as a C function typed as cublasSgemm_v2 receives them."""
+    lib = cuda.cublas.library()
+    restype, argtypes = cuda.cublas.PROTOTYPES["cublasSgemm_v2"]
+    calls = []
+
+    def record(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        scalars = [ctypes.cast(p, ctypes.POINTER(ctypes.c_float))[0] for p in (alpha, beta)]
+        calls.append((h, ta, tb, m, n, k, scalars, a, lda, b, ldb, c, ldc))
+        return 0
+    fn = ctypes.CFUNCTYPE(restype, *argtypes)(record)
+    handle = cuda.cublas.Handle()
+    big = (1 << 31) - 1
+    gemm = cuda.cublas.PreparedSgemm(lib, "T", "N", 3, 2, 5, 1.5, big, big - 1, -2.0, big - 2)
+    saved = lib.c_function("cublasSgemm_v2")
+    lib.replace_function("cublasSgemm_v2", fn)
+    try:
+        for A, B, C in (((1 << 40) + 16, (1 << 44) + 32, (1 << 47) + 64), (16, 32, 64)):
+            gemm(handle, A, B, C)           # the first call binds the replaced function
+    finally:
+        lib.replace_function("cublasSgemm_v2", saved)
+    ops = cuda.cublas.OPERATION
+    assert calls == [(handle.handle, ops["CUBLAS_OP_T"], ops["CUBLAS_OP_N"], 3, 2, 5, [1.5, -2.0], A, big, B, big - 1,
+                      C, big - 2) for A, B, C in (((1 << 40) + 16, (1 << 44) + 32, (1 << 47) + 64), (16, 32, 64))]
