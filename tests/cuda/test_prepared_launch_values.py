@@ -211,11 +211,14 @@ def test_a_prepared_sgemm_hands_cublas_every_value_exactly(driver):
     gemm = cuda.cublas.PreparedSgemm(lib, "T", "N", 3, 2, 5, 1.5, big, big - 1, -2.0, big - 2)
     saved = lib.c_function("cublasSgemm_v2")
     lib.replace_function("cublasSgemm_v2", fn)
+    # more addresses than the prepared call keeps C pointers for, repeats, and NULL
+    addresses = [((1 << 40) + 16 * i, (1 << 44) + 32 * i, (1 << 47) + 64 * i) for i in range(40)]
+    addresses += addresses[:3] + [(16, 32, 64), (0, 0, 0), (0, 0, 0), addresses[0]]
     try:
-        for A, B, C in (((1 << 40) + 16, (1 << 44) + 32, (1 << 47) + 64), (16, 32, 64)):
+        for A, B, C in addresses:
             gemm(handle, A, B, C)           # the first call binds the replaced function
     finally:
         lib.replace_function("cublasSgemm_v2", saved)
     ops = cuda.cublas.OPERATION
-    assert calls == [(handle.handle, ops["CUBLAS_OP_T"], ops["CUBLAS_OP_N"], 3, 2, 5, [1.5, -2.0], A, big, B, big - 1,
-                      C, big - 2) for A, B, C in (((1 << 40) + 16, (1 << 44) + 32, (1 << 47) + 64), (16, 32, 64))]
+    assert calls == [(handle.handle, ops["CUBLAS_OP_T"], ops["CUBLAS_OP_N"], 3, 2, 5, [1.5, -2.0], A or None, big,
+                      B or None, big - 1, C or None, big - 2) for A, B, C in addresses]
