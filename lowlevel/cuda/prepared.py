@@ -9,13 +9,19 @@ What `Function.launch` does per call, a PreparedLaunch does once, at `prepare`:
   - the parameter layout (offset, size, declared type of each) is read from the driver
     once, and one buffer with the void* array pointing into it is made once;
   - the C function is called without ctypes' per-call argument conversion: its constant
-    arguments are ctypes values made once.
+    arguments are made once (the configuration as Python ints below 2**31, which ctypes
+    passes as the same 32 bits; c_uint objects above; the handles as c_void_p objects).
 Per call only what changes is checked: each value's type, and its range for its declared
 type (one struct.pack_into does both for plain ints and floats). Anything else (a
 DeviceAllocation, a numpy scalar, bytes, a negative int for a .u32, a value out of range)
 goes through `kernel_args.pack_value`, which packs it or raises exactly the error
 `Function.launch` raises. While the API is logged or a trace runs, the launch goes through
 the driver's checked function, so it is reported like any other call.
+
+`run_own` is for the backend's own values (addresses, counts, strides it computed, float
+parameters): not screened by type as a user's values are, still range-checked the same way
+(the same errors); values equal to the last call's (a float: the same object) are the bytes
+the buffer holds already and are not packed again.
 
 The buffer is reused: the driver copies the values at launch, and a call that finds it in
 use by another thread packs into a buffer of its own instead.
