@@ -91,8 +91,9 @@ def test_an_argument_out_of_range_names_the_kernel_and_the_parameter(driver, arg
 
 
 def test_concurrent_launches_from_two_threads_each_compute_their_own(driver, rng):
-    """One prepared launch, two threads each on a stream of its own, many calls: every
-    result is its own thread's (a call that finds the buffer in use packs its own)."""
+    """One prepared launch, two threads each on a stream of its own, many calls (through
+    __call__ and run_own): every result is its own thread's (a call that finds the buffer
+    in use packs its own)."""
     run = _saxpy().prepare(1, 64)
     n, rounds = 64, 40
     inputs = [[(np.float32(rng.standard_normal()), rng.standard_normal(n).astype(np.float32),
@@ -104,7 +105,10 @@ def test_concurrent_launches_from_two_threads_each_compute_their_own(driver, rng
             stream = cuda.Stream()
             for i, (alpha, x, y) in enumerate(inputs[t]):
                 dx, dy = upload(x), upload(y)
-                run(float(alpha), dx.ptr, dy.ptr, n, stream=stream)
+                if i % 2:
+                    run(float(alpha), dx.ptr, dy.ptr, n, stream=stream)
+                else:                           # the backend's way in: run_own
+                    run.run_own(stream.handle, (float(alpha), dx.ptr, dy.ptr, n))
                 stream.synchronize()
                 results[t][i] = download(dy, n)
         except Exception as e:                  # reported below, in the test's thread
