@@ -223,6 +223,7 @@ class PreparedLaunch:
             self._lock.release()
 
     def _same_floats(self, values: tuple, packed: tuple) -> bool:
+        """Whether each float value is the very object packed last (so the same bytes)."""
         for i in self._floats:
             if values[i] is not packed[i]:
                 return False
