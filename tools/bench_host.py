@@ -161,6 +161,12 @@ def main() -> None:
     opts = parser.parse_args()
     os.environ["LOWLEVEL_DRIVER"] = opts.driver
     from lowlevel import cuda
+    if opts.driver == "cuda":
+        why_not = cuda.real_driver_status()
+        if why_not:                  # nothing to measure: say why, and end as a skip, not a failure
+            print(f"bench_host --driver cuda: skipped, no real GPU here ({why_not}); "
+                  f"`python tools/bench_host.py` measures the emulated driver with stubbed launches")
+            return
     stubbed = opts.driver == "emu"
     launch = install_stubs(compile_stubs()) if stubbed else None
     ops, np_ops, th_ops = lowlevel_ops(), numpy_ops(), torch_ops()

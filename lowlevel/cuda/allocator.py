@@ -116,11 +116,25 @@ class CachingAllocator:
 
     def allocate_on(self, nbytes: int, handle: int) -> Block:
         """allocate() for the handle of a stream (0: the legacy default stream) already read."""
-        size = max(ROUND, -(-nbytes // ROUND) * ROUND)
+        size = -(-nbytes // ROUND) * ROUND
+        if size < ROUND:
+            size = ROUND
         with self._lock:
             # The pool key: the stream's handle, or the GraphPool of a capturing stream.
             pool = self._capturing.get(handle, handle) if self._capturing else handle
-            if self.returned and releases_allowed():
+            returned = self.returned
+            if returned and releases_allowed():
+                # The op loop's case: the one block waiting is the one just dropped, and
+                # _free_returned would keep it whole for (pool, size), where this request
+                # would take it back at once (the kept list is last in, first out). It is
+                # handed out again without the round trip: still counted in `allocated`,
+                # still not free, as handed out. Any other case: the round trip.
+                block = returned[0] if len(returned) == 1 else None
+                if block is not None and block.size == size and not block.free and not block.other_streams \
+                        and block.segment.pool == pool and type(pool) is not GraphPool \
+                        and not (context.shutting_down or self._pending or self._released):
+                    returned.popleft()          # block: only the lock's holder takes from the left
+                    return block
                 self._free_returned()
             # cuEventQuery may not be called during a (global) capture: freed blocks that
             # wait for events stay pending until no graph captures.

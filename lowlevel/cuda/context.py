@@ -10,13 +10,14 @@ import _signal  # noqa: PLC2701  (the builtin behind signal.signal: no Python co
 import atexit
 import collections
 import ctypes
+import itertools
 import signal
 import sys
 import threading
 import uuid
 
 from ..capi.enums import enum_value
-from .driver import Driver, get_driver
+from .driver import Driver, get_driver, on_switch
 from .errors import ContextResetError
 
 
@@ -39,6 +40,7 @@ class _CurrentDevice(threading.local):
 
 class _ThreadContext(threading.local):
     context = None               # (driver id, handle, generation) last made current on this thread
+    ensured = (-1, None)         # (the _epoch it was found in, ensure_context's (driver, context))
 
 
 # Thread-local state with class defaults: reading an attribute a thread never set finds the
@@ -48,6 +50,22 @@ _current_device = _CurrentDevice()
 _thread_current = _ThreadContext()
 _lock = threading.Lock()
 shutting_down = False
+
+# ensure_context's answer is kept per thread with the epoch it was found in; whatever could
+# change it on any thread (the thread's device, the driver in use, a context reset, a
+# context made current) moves the epoch to a number never used before (so a thread's kept
+# answer cannot match by chance), after the change is made. A kept answer is used only while
+# the epoch has not moved: a repeat op skips the lookups, never a change.
+_epochs = itertools.count(1)
+_epoch = 0
+
+
+def _moved() -> None:
+    global _epoch
+    _epoch = next(_epochs)
+
+
+on_switch(_moved)           # use_driver(): another driver
 
 
 def current_device_ordinal() -> int:
@@ -79,13 +97,20 @@ def _make_current(drv: Driver, ctx: _PrimaryContext) -> None:
     if _thread_current.context != want:
         drv.cuCtxSetCurrent(ctx.handle)
         _thread_current.context = want
+        _moved()
 
 
 def ensure_context() -> tuple[Driver, _PrimaryContext]:
     """The driver in use, with the current device's primary context current on this thread.
 
     Every call into lowlevel passes here first, holding no lock of lowlevel's: the safe
-    point where releases queued by finalizers are carried out."""
+    point where releases queued by finalizers are carried out. A repeat call on a thread
+    whose device, driver and context have not changed since (the epoch has not moved) and
+    with no release queued returns what the last call found."""
+    ensured = _thread_current.ensured
+    if ensured[0] == _epoch and not _pending_releases:
+        return ensured[1]
+    epoch = _epoch                  # read before the lookups: a change during them moves it
     drv = get_driver()
     ordinal = _current_device.ordinal
     ctx = _contexts.get((id(drv), ordinal)) or _primary(drv, ordinal)
@@ -94,6 +119,7 @@ def ensure_context() -> tuple[Driver, _PrimaryContext]:
     if _pending_releases and not _callback_state.active and not _captures[0]:    # in_host_callback(), inline
         run_pending_releases()
         _make_current(drv, ctx)     # a release makes its own context current: another device's
+    _thread_current.ensured = (epoch, (drv, ctx))
     return drv, ctx
 
 
@@ -197,10 +223,12 @@ def reset_device() -> None:
         callback()
     drv.cuDevicePrimaryCtxReset(ctx.ordinal)
     ctx.generation += 1                    # every thread makes the new context current again
+    _moved()
     handle = ctypes.c_void_p()
     drv.cuDevicePrimaryCtxRetain(ctypes.byref(handle), ctx.ordinal)
     drv.cuDevicePrimaryCtxRelease(ctx.ordinal)   # keep exactly one reference, as before
     ctx.handle = handle.value
+    _moved()
 
 
 class ContextResource:
@@ -293,7 +321,9 @@ class Device:
 
     def set_current(self) -> None:
         """Make this device the one the calling thread's work goes to."""
-        _current_device.ordinal = self.ordinal
+        if _current_device.ordinal != self.ordinal:
+            _current_device.ordinal = self.ordinal
+            _moved()
 
     @property
     def name(self) -> str:

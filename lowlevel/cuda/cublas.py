@@ -314,6 +314,9 @@ def sgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) 
                               _ptr(A), lda, _ptr(B), ldb, _scalar_ref(beta, c_float), _ptr(C), ldc)
 
 
+_MAX_POINTERS = 64
+
+
 class PreparedSgemm:
     """sgemm with everything but the handle and the three matrices fixed, as a prepared
     launch fixes a kernel's configuration: the transpose flags, sizes, leading dimensions
@@ -330,11 +333,15 @@ class PreparedSgemm:
         self.lib = lib
         self._alpha, self._beta = c_float(alpha), c_float(beta)
         self._ints = (*ops, m, n, k)
-        self._head = (*(c_int(v) for v in self._ints), ctypes.byref(self._alpha))
-        self._lda, self._ldb, self._ldc = c_int(lda), c_int(ldb), c_int(ldc)
+        # The C ints as Python ints: ctypes passes a Python int to the untyped C function
+        # as a C int, which check_integers proved each one is (and converts it faster than
+        # a c_int object); the pointers stay C pointers (a Python int would be cut to 32 bits).
+        self._head = (*self._ints, ctypes.byref(self._alpha))
+        self._lda, self._ldb, self._ldc = int(lda), int(ldb), int(ldc)
         self._beta_ref = ctypes.byref(self._beta)
         self._raw = None
         self._seen = -1             # lib.replacements when the C function was bound
+        self._pointers: dict = {}   # device address -> its C pointer value, made once (a few kept)
 
     def __call__(self, handle: Handle, A: int, B: int, C: int) -> None:
         """C = alpha * op(A) @ op(B) + beta * C on the handle's stream; A, B, C device
@@ -345,18 +352,29 @@ class PreparedSgemm:
         if self._seen != lib.replacements or trace.active is not None:
             self._checked(handle, A, B, C)
             return
-        status = self._raw(handle.c_handle, *self._head, c_void_p(A), self._lda, c_void_p(B), self._ldb,
-                           self._beta_ref, c_void_p(C), self._ldc)
+        # the matrices' C pointers: an op loop passes the same few addresses call after call
+        pointers = self._pointers
+        status = self._raw(handle.c_handle, *self._head, pointers.get(A) or self._pointer(A), self._lda,
+                           pointers.get(B) or self._pointer(B), self._ldb, self._beta_ref,
+                           pointers.get(C) or self._pointer(C), self._ldc)
         if status != 0:
             if lib.driver is not None:
                 lib.driver.reraise_interrupt()
             raise CublasError(status, self.NAME, lib.status_string(status))
 
+    def _pointer(self, address: int) -> c_void_p:
+        """c_void_p(address), kept for the next call (0 is made every time: a NULL c_void_p
+        is false); the oldest go when more than _MAX_POINTERS are kept."""
+        if len(self._pointers) >= _MAX_POINTERS:
+            self._pointers = {}
+        value = self._pointers[address] = c_void_p(address)
+        return value
+
     def _checked(self, handle: Handle, A: int, B: int, C: int) -> None:
         lib = self.lib
         seen, fn = lib.replacements, lib.c_function(self.NAME)
-        getattr(lib, self.NAME)(handle.handle, *self._ints, ctypes.byref(self._alpha), A, self._lda.value,
-                                B, self._ldb.value, ctypes.byref(self._beta), C, self._ldc.value)
+        getattr(lib, self.NAME)(handle.handle, *self._ints, ctypes.byref(self._alpha), A, self._lda,
+                                B, self._ldb, ctypes.byref(self._beta), C, self._ldc)
         if trace.active is None:
             # the C function at the same address, without ctypes' per-call conversion (the
             # arguments are C values already); `fn` is kept, so it stays alive

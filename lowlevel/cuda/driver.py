@@ -237,7 +237,19 @@ def use_driver(kind: str) -> Driver:
         raise ValueError(f"driver kind {kind!r}: expected 'cuda' or 'emu'")
     with _lock:
         _current = _load(kind)
+    for callback in _switch_callbacks:
+        callback()
     return _current
+
+
+_switch_callbacks: list = []
+
+
+def on_switch(callback) -> None:
+    """Call `callback()` after use_driver() switched drivers (context.py forgets what each
+    thread's ensure_context found: it was another driver's)."""
+    if callback not in _switch_callbacks:
+        _switch_callbacks.append(callback)
 
 
 def real_driver_status() -> str:

@@ -9,13 +9,19 @@ What `Function.launch` does per call, a PreparedLaunch does once, at `prepare`:
   - the parameter layout (offset, size, declared type of each) is read from the driver
     once, and one buffer with the void* array pointing into it is made once;
   - the C function is called without ctypes' per-call argument conversion: its constant
-    arguments are ctypes values made once.
+    arguments are made once (the configuration as Python ints below 2**31, which ctypes
+    passes as the same 32 bits; c_uint objects above; the handles as c_void_p objects).
 Per call only what changes is checked: each value's type, and its range for its declared
 type (one struct.pack_into does both for plain ints and floats). Anything else (a
 DeviceAllocation, a numpy scalar, bytes, a negative int for a .u32, a value out of range)
 goes through `kernel_args.pack_value`, which packs it or raises exactly the error
 `Function.launch` raises. While the API is logged or a trace runs, the launch goes through
 the driver's checked function, so it is reported like any other call.
+
+`run_own` is for the backend's own values (addresses, counts, strides it computed, float
+parameters): not screened by type as a user's values are, still range-checked the same way
+(the same errors); values equal to the last call's (a float: the same object) are the bytes
+the buffer holds already and are not packed again.
 
 The buffer is reused: the driver copies the values at launch, and a call that finds it in
 use by another thread packs into a buffer of its own instead.
@@ -75,6 +81,14 @@ def shared_bytes(shared_mem, name: str) -> int:
     return c_integer(shared_mem, c_uint, f"{name}: shared_mem")
 
 
+def _c_unsigned(value: int):
+    """A C unsigned int argument of the untyped C function (_bind): the Python int itself
+    below 2**31, which ctypes passes as a C int (the same 32 bits, in the same register or
+    stack slot, as the unsigned int cuLaunchKernel reads, on x86-64 and aarch64) and converts
+    faster than a c_uint; a c_uint object above, where a C int cannot hold the value."""
+    return value if value < 1 << 31 else c_uint(value)
+
+
 class PreparedLaunch:
     """One kernel with one launch configuration; call it with the kernel's arguments."""
 
@@ -87,10 +101,14 @@ class PreparedLaunch:
         self._launch = function.driver.cuLaunchKernel        # the driver's checked function
         self._driver, self._module = function.driver, function.module
         self._handle = function.handle                        # refused if the context was reset
-        self._config = tuple(c_uint(v) for v in (*self.grid, *self.block, self.shared_mem))
+        self._config = tuple(_c_unsigned(v) for v in (*self.grid, *self.block, self.shared_mem))
         self._c_handle = c_void_p(self._handle)
         self._layout(function)
+        # the void* array by reference: the same pointer (its first element's address), that
+        # ctypes passes as it is, where the array itself becomes a new C argument per call
+        self._params_ref = ctypes.byref(self._kernel_params) if self._kernel_params is not None else None
         self._lock = threading.Lock()
+        self._packed = None         # the values the buffer holds, packed by struct (run_own)
         self._cfunc = self._raw = None
         self._streams: dict[int, c_void_p | None] = {0: None}
 
@@ -106,6 +124,7 @@ class PreparedLaunch:
         self._kernel_params = (c_void_p * len(params))(*[a for a, _ in self._offsets]) if params else None
         codes = [_code(ptype, sz) for (_, ptype), (_, sz) in zip(self._fields, params)]
         self._f32 = tuple(i for i, c in enumerate(codes) if c == "f")
+        self._floats = tuple(i for i, c in enumerate(codes) if c in ("f", "d"))
         self._struct = None
         if None not in codes and all(a[0] <= b[0] for a, b in zip(params, params[1:])):
             fmt, at = "<", 0
@@ -121,6 +140,7 @@ class PreparedLaunch:
     def _write(self, args) -> None:
         """The values into the buffer: plain ints and floats by one pack_into, anything else
         (or a value that does not fit) through pack_value, which raises what launch does."""
+        self._packed = None
         if len(args) != self._count:
             raise TypeError(f"{self.function.name} takes {self._count} arguments, got {len(args)}")
         fast = self._struct
@@ -159,24 +179,85 @@ class PreparedLaunch:
             fast = self._struct
             if fast is not None and not self._f32 and len(args) == self._count \
                     and _PLAIN_NUMBERS.issuperset(map(type, args)):
+                self._packed = None
                 try:                                  # _write's first case, inline (no floats)
                     fast.pack_into(self._buffer, 0, *args)
                 except (struct.error, OverflowError):
                     self._write(args)
             else:
                 self._write(args)
+            self._call(handle)
+        finally:
+            self._lock.release()
+
+    def run_own(self, handle: int, values: tuple) -> None:
+        """run_on for values the caller computed itself, not a user's: ints (device
+        addresses, counts, strides) for the integer parameters, Python floats for the float
+        ones (what the backend passes). They are not screened by type, as a user's are; each
+        is still range-checked for its declared type (by struct, or by pack_value, which
+        raises what launch raises, naming the kernel and the parameter). Values equal to the
+        last call's are the bytes the buffer holds already, checked then, and are not packed
+        again; for a float, equal means the same object (0.0 == -0.0, but their bytes differ)."""
+        module = self._module
+        if module.context_generation != module.context.generation:
+            module.check_context()
+        if not self._lock.acquire(False):
+            self._launch_unshared(values, handle)          # another thread is using the buffer
+            return
+        try:
+            packed = self._packed
+            if values != packed or (self._floats and not self._same_floats(values, packed)):
+                self._pack_own(values)
+            # _call, inline (the op's hot path: one frame less)
             if self._launch.cfunc is not self._cfunc or self._driver.log_api or trace.active is not None:
                 self._call_checked(handle)
                 return
             stream = self._streams.get(handle, False)
             if stream is False:
                 stream = self._stream_value(handle)
-            code = self._configured(stream, self._kernel_params, None)
+            code = self._configured(stream, self._params_ref, None)
             if code != 0:
                 self._driver.reraise_interrupt()
                 raise self._driver.error(code, self._launch.symbol)
         finally:
             self._lock.release()
+
+    def _same_floats(self, values: tuple, packed: tuple) -> bool:
+        """Whether each float value is the very object packed last (so the same bytes)."""
+        for i in self._floats:
+            if values[i] is not packed[i]:
+                return False
+        return True
+
+    def _pack_own(self, values: tuple) -> None:
+        fast = self._struct
+        self._packed = None
+        if fast is not None and len(values) == self._count:
+            for i in self._f32:
+                if not -F32_MAX <= values[i] <= F32_MAX:      # NaN and inf: pack_value's call
+                    break
+            else:
+                try:
+                    fast.pack_into(self._buffer, 0, *values)
+                    self._packed = values
+                    return
+                except (struct.error, OverflowError):
+                    pass
+        self._write(values)
+
+    def _call(self, handle: int) -> None:
+        """The C function on the packed buffer (with the lock held): bound directly, or
+        through the driver's checked function while logged or traced (or to bind it)."""
+        if self._launch.cfunc is not self._cfunc or self._driver.log_api or trace.active is not None:
+            self._call_checked(handle)
+            return
+        stream = self._streams.get(handle, False)
+        if stream is False:
+            stream = self._stream_value(handle)
+        code = self._configured(stream, self._params_ref, None)
+        if code != 0:
+            self._driver.reraise_interrupt()
+            raise self._driver.error(code, self._launch.symbol)
 
     def _stream_value(self, handle: int):
         """The C value of a stream handle, kept for the next launch on that stream."""
@@ -199,7 +280,7 @@ class PreparedLaunch:
         self._bind(launch.cfunc)
         stream = self._streams.get(handle, False)
         code = self._raw(self._c_handle, *self._config, self._stream_value(handle) if stream is False else stream,
-                         self._kernel_params, None)
+                         self._params_ref, None)
         if code != 0:
             launch.driver.reraise_interrupt()
             raise launch.driver.error(code, launch.symbol)

@@ -124,5 +124,33 @@ def check_limits_and_priorities_are_per_device():
     assert cuda.get_driver().cuDeviceGet.unchecked(ctypes.byref(out), 2 if cuda.device_count() == 2 else 99) == 101
 
 
+def _driver_current_context() -> int:
+    handle = ctypes.c_void_p()
+    cuda.get_driver().cuCtxGetCurrent(ctypes.byref(handle))
+    return handle.value or 0
+
+
+def check_the_current_device_stays_current_after_a_release_on_another():
+    """Freeing device 1's memory while device 0 is current makes device 1's context current
+    for the free; the next call into lowlevel makes device 0's current again (what
+    ensure_context found before is not taken as still true), and its work runs there."""
+    on(1)
+    other = cuda.mem_alloc(4096)
+    on(0)
+    mine = cuda.mem_alloc(4096)
+    _, ctx = cuda.context.ensure_context()
+    assert _driver_current_context() == ctx.handle
+    other.free()                                        # device 1's context, made current to free
+    assert _driver_current_context() == cuda.context.primary_context_handle(1)
+    drv, again = cuda.context.ensure_context()
+    assert again is ctx and _driver_current_context() == ctx.handle
+    cuda.memset_d8(mine, 7, 4096)
+    cuda.synchronize()
+    assert cuda.pointer_attributes(mine.ptr).device_ordinal == 0
+    on(1)
+    assert cuda.context.ensure_context()[1].ordinal == 1 and _driver_current_context() != ctx.handle
+    on(0)
+
+
 if __name__ == "__main__":
     main(globals())

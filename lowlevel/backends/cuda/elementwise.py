@@ -86,9 +86,10 @@ def _binary_kernel(op: str, name: str):
 
     def kernel(a: Tensor, b: Tensor) -> Tensor:
         if scalar_kernels is not None and a.dtype is dt.float32:
-            if b.scalar_value is not None and b.ndim == 0:
+            # `not t.shape`: t.ndim == 0, without the property's frame
+            if b.scalar_value is not None and not b.shape:
                 return with_scalar(a, b.scalar_value, scalar_kernels[0])
-            if a.scalar_value is not None and a.ndim == 0:
+            if a.scalar_value is not None and not a.shape:
                 return with_scalar(b, a.scalar_value, scalar_kernels[1])
         key = (a.dtype, a.shape, a.strides, b.shape, b.strides)
         p = plans.get(key) or plans.add(key, plan(a, b))

@@ -143,11 +143,16 @@ def new_output(plan: OpPlan, dtype, device):
 
 
 def launch_plan(binding: Binding, inputs, values, stream, handle: int) -> None:
-    """Launch the bound kernel with `values` on the stream new_output returned, after
-    telling the allocator that the stream uses the `inputs` (the output was made on it)."""
-    record_uses_on(inputs, stream, handle)
+    """Launch the bound kernel with `values` (the backend's own: addresses, counts, and
+    numbers for float parameters; PreparedLaunch.run_own) on the stream new_output
+    returned, after telling the allocator that the stream uses the `inputs` (the output
+    was made on it)."""
+    for t in inputs:                    # record_uses_on, inline: one frame less per op
+        block = t.storage.block
+        if block is not None and block.stream is not None and block.stream != handle:
+            t.storage.allocator.record_stream(block, stream if stream is not None else Stream.legacy())
     k = binding.runner
-    k.run.run_on(handle, values)
+    k.run.run_own(handle, values)
     if trace.active is not None:
         trace.note_launch(kernel=k.name, module=k.module, grid=k.grid, block=k.block, image_kind=k.image_kind,
                           stream=stream)

@@ -86,7 +86,10 @@ def _rows(plan: _RowsPlan, x: Tensor) -> Tensor:
 
 
 def _reduce(kind: str, x: Tensor, dim, keepdim: bool) -> Tensor:
-    plan = _last_dim_plan(kind, x, dim, keepdim)
+    # _last_dim_plan's lookup, inline: a repeat call is one dict lookup, not a frame more
+    plan = _plans.get((kind, x.shape, x.strides, dim, keepdim), False)
+    if plan is False:
+        plan = _last_dim_plan(kind, x, dim, keepdim)
     if plan is None or plan.kernel is None:     # no rows, or empty ones: the general path's zeros
         return _reduce_rows(kind, x, dim, keepdim)
     return _rows(plan, x)
@@ -115,7 +118,9 @@ def mean(x, dim, keepdim):
 
 @register_kernel("softmax", CUDA, dtypes=[dt.float32])
 def softmax(x, dim):
-    plan = _last_dim_plan("softmax", x, dim, False)
+    plan = _plans.get(("softmax", x.shape, x.strides, dim, False), False)    # as in _reduce
+    if plan is False:
+        plan = _last_dim_plan("softmax", x, dim, False)
     if plan is not None:
         return _rows(plan, x)
     rows_view, order = rows_last(x, dim)
