@@ -47,6 +47,9 @@ class _ThreadContext(threading.local):
 # default instead of raising and catching AttributeError inside getattr (ensure_context runs
 # once per op, so that costs a few tenths of a microsecond per op).
 _current_device = _CurrentDevice()
+# The same object, public: the thread's current device for a module's hot path to read
+# (`device_of_thread.ordinal` is current_device_ordinal() without its frame).
+device_of_thread = _current_device
 _thread_current = _ThreadContext()
 _lock = threading.Lock()
 shutting_down = False

@@ -13,7 +13,7 @@ import traceback
 
 from ..capi.prototypes import CUhostFn
 from .checked import c_integer
-from .context import ContextBound, ContextResource, current_device_ordinal, set_in_host_callback
+from .context import ContextBound, ContextResource, device_of_thread, set_in_host_callback
 from .driver import NOT_READY
 
 CU_STREAM_NON_BLOCKING = 0x1
@@ -219,7 +219,7 @@ def current_stream() -> Stream | None:
     """The stream this thread's ops run on; None means the legacy default stream. A stream
     belongs to one device: while another device is current, its legacy stream is used."""
     s = _current.stream
-    if s is not None and s.context.ordinal != current_device_ordinal():
+    if s is not None and s.context.ordinal != device_of_thread.ordinal:
         return None
     return s
 

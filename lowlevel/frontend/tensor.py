@@ -159,6 +159,17 @@ class Tensor:
         return t
 
     @classmethod
+    def new_on_block(cls, block, nbytes: int, device: Device, allocator, shape: tuple, strides: tuple,
+                     dtype: DType) -> "Tensor":
+        """new_tensor(Storage.of_block(block, nbytes, device, allocator), shape, strides,
+        dtype) in one frame: a CUDA op's output (the backend's hot path)."""
+        storage = Storage.__new__(Storage)
+        storage.nbytes, storage.device, storage.block, storage.allocator = nbytes, device, block, allocator
+        t = cls.__new__(cls)
+        t.storage, t.shape, t.strides, t.offset, t.dtype, t.device = storage, shape, strides, 0, dtype, device
+        return t
+
+    @classmethod
     def new_host(cls, shape: tuple, strides: tuple, nbytes: int, dtype: DType, device: Device) -> "Tensor":
         """A new contiguous tensor of `shape` (with its `strides` and `nbytes`, as a plan
         computed them) in host storage that the caller writes whole (not zeroed first), with

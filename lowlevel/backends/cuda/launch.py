@@ -142,6 +142,39 @@ def new_output(plan: OpPlan, dtype, device):
     return out, block.ptr, stream, handle, binding
 
 
+def launch_new(plan: OpPlan, dtype, device, inputs: tuple, extra: tuple) -> Tensor:
+    """new_output and launch_plan in one frame, for a plan whose kernel takes (out, the
+    inputs' addresses..., *extra): the op's new contiguous output, with the kernel queued
+    on the current stream (nothing to launch where the plan has no kernel: no elements)."""
+    drv, ctx = ensure_context()
+    binding = plan.binding
+    if binding is None or binding.ctx is not ctx or binding.generation != ctx.generation:
+        binding = plan.bind(drv, ctx)
+    stream = current_stream()
+    handle = 0 if stream is None else stream.handle         # refused if the stream's context was reset
+    allocator = binding.allocator
+    nbytes = plan.nbytes
+    block = allocator.allocate_on(nbytes or 1, handle)
+    out = Tensor.new_on_block(block, nbytes, device, allocator, plan.shape, plan.strides, dtype)
+    k = binding.runner
+    if k is None:
+        return out
+    values = [block.ptr]
+    for t in inputs:
+        storage = t.storage
+        used = storage.block
+        # Memory of the output's allocator is this context's, in this generation (there is
+        # an allocator per generation): its address needs no check of Storage.ptr's kind.
+        values.append(used.ptr if storage.allocator is allocator and not t.offset else t.data_ptr)
+        if used.stream is not None and used.stream != handle:            # record_uses_on
+            storage.allocator.record_stream(used, stream if stream is not None else Stream.legacy())
+    k.run.run_own(handle, (*values, *extra))
+    if trace.active is not None:
+        trace.note_launch(kernel=k.name, module=k.module, grid=k.grid, block=k.block, image_kind=k.image_kind,
+                          stream=stream)
+    return out
+
+
 def launch_plan(binding: Binding, inputs, values, stream, handle: int) -> None:
     """Launch the bound kernel with `values` (the backend's own: addresses, counts, and
     numbers for float parameters; PreparedLaunch.run_own) on the stream new_output
