@@ -123,19 +123,21 @@ class CachingAllocator:
             # The pool key: the stream's handle, or the GraphPool of a capturing stream.
             pool = self._capturing.get(handle, handle) if self._capturing else handle
             returned = self.returned
-            if returned and releases_allowed():
+            if returned:
                 # The op loop's case: the one block waiting is the one just dropped, and
                 # _free_returned would keep it whole for (pool, size), where this request
                 # would take it back at once (the kept list is last in, first out). It is
                 # handed out again without the round trip: still counted in `allocated`,
-                # still not free, as handed out. Any other case: the round trip.
+                # still not free, as handed out. It involves no driver call (no event, no
+                # free), so it needs no safe point. Any other case: the round trip, at one.
                 block = returned[0] if len(returned) == 1 else None
                 if block is not None and block.size == size and not block.free and not block.other_streams \
                         and block.segment.pool == pool and type(pool) is not GraphPool \
                         and not (context.shutting_down or self._pending or self._released):
                     returned.popleft()          # block: only the lock's holder takes from the left
                     return block
-                self._free_returned()
+                if releases_allowed():
+                    self._free_returned()
             # cuEventQuery may not be called during a (global) capture: freed blocks that
             # wait for events stay pending until no graph captures.
             if self._pending and not self._capturing:

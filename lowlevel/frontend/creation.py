@@ -13,7 +13,7 @@ import numpy as np
 from ..cuda import current_stream, get_driver, memcpy_htod_async, memset_d8, memset_d32
 from ..cuda.graph import is_current_stream_capturing, refuse_while_capturing
 from ..cuda.allocator import on_empty_cache
-from ..cuda.context import current_device_ordinal, on_reset
+from ..cuda.context import device_of_thread, on_reset
 from ..dispatch import call
 from . import dtypes as dt
 from .device import Device, device_guard
@@ -99,7 +99,7 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
             return _captured_scalar(value, dtype, device)
         # The driver and device whose context the tensor would be made in, and the stream;
         # no context generation: a reset empties the cache (on_reset above).
-        index, current = device.index, current_device_ordinal()
+        index, current = device.index, device_of_thread.ordinal
         if index is None or index == current:      # no device to switch to
             stream, index = current_stream(), current
         else:

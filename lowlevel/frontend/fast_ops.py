@@ -9,7 +9,7 @@ on_their_device's own test), the dispatcher is called directly, without that wra
 While a trace records, every call takes ops.py's way (which times its checks).
 """
 from .. import trace
-from ..cuda.context import current_device_ordinal
+from ..cuda.context import device_of_thread
 from ..dispatch import call
 from .creation import scalar_tensor
 from .device import on_their_device
@@ -41,7 +41,7 @@ def binary_op(checked, op: str):
             b = scalar_tensor(b, a.dtype, device)      # as `checked` makes it
         else:
             return checked(op, a, b)
-        if device.type != "cuda" or device.index == current_device_ordinal():
+        if device.type != "cuda" or device.index == device_of_thread.ordinal:
             return call(op, a, b)
         return guarded_call(op, a, b)
     fn.__name__ = fn.__qualname__ = op
@@ -55,7 +55,7 @@ def unary_op(checked, op: str, floats_only: bool = False):
     def fn(x):
         if type(x) is Tensor and trace.active is None and (x.dtype.is_float or not floats_only):
             device = x.device
-            if device.type != "cuda" or device.index == current_device_ordinal():
+            if device.type != "cuda" or device.index == device_of_thread.ordinal:
                 return call(op, x)
         return checked(op, x, floats_only)
     fn.__name__ = fn.__qualname__ = op

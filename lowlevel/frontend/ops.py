@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from .. import trace
-from ..cuda.context import current_device_ordinal
+from ..cuda.context import device_of_thread
 from ..cuda.graph import refuse_while_capturing
 from ..dispatch import Autograd, KeySet, backend_for, call, redispatch
 from . import dtypes as dt
@@ -38,7 +38,7 @@ def _caller(x: Tensor):
     """The call that runs an op on x's device: the dispatcher's own where no other device
     is to be made current (on_their_device's test, made here once), else the guarded one."""
     device = x.device
-    return dispatch if device.type != "cuda" or device.index == current_device_ordinal() else call
+    return dispatch if device.type != "cuda" or device.index == device_of_thread.ordinal else call
 
 
 def _describe(x) -> str:
