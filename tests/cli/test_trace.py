@@ -81,7 +81,9 @@ def test_the_summary_separates_lowlevel_from_the_emulated_driver():
     waited = figure("waiting for the emulator's worker threads (Python's lock)", text)
     assert inside > 0 and own > 0
     assert abs(own + inside + waited - total) <= 0.3         # the three parts, rounded to 0.1 us
-    assert f"about {own:.0f} us of lowlevel's host work" in text
+    # the closing line rounds the unrounded figure to 1 us: 66.5 shown as 66.5 may read 66 or 67
+    closing = re.search(r"about (\d+) us of lowlevel's host work", text)
+    assert closing is not None and abs(int(closing.group(1)) - own) <= 0.55, text
 
 
 def test_time_inside_emulated_calls_is_not_counted_as_lowlevel(driver, monkeypatch):
