@@ -22,7 +22,7 @@
     mma_quadpair.py mma.m8n8k4 .f16: four quad-pair products per warp, their layouts
     mma_sparse.py  mma.sp{::ordered_metadata}: a 2:4 sparse A, its metadata and selector
     matrix_store.py stmatrix, movmatrix
-    wmma.py        wmma.load/mma/store (f16 bf16 s8 u8 tf32 f64 shapes)
+    wmma.py        wmma.load/mma/store (f16 bf16 s8 u8 tf32 f64 s4 u4 b1 shapes)
     lowfloat.py    the 8-bit floats (.e4m3x2/.e5m2x2 cvt, their values) and the tf32 cvt forms
     videoscalar.py the scalar video instructions (vadd ... vmax, vshl vshr, vset) with selectors
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk

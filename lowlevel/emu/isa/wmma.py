@@ -5,9 +5,13 @@ uses with it, is lowfloat.py's).
     wmma.mma.sync.aligned.{row,col}.{row,col}.SHAPE.DTYPE{.ATYPE.BTYPE}.CTYPE d, a, b, c;
     wmma.store.d.sync.aligned.{row,col}.SHAPE{.global,.shared}.TYPE [p], r{, stride};
 
+    wmma.mma.{xor,and}.popc.sync.aligned.row.col.m8n8k128.s32.b1.b1.s32 d, a, b, c;
+
 Shapes and types: m16n16k16, m32n8k16 and m8n32k16 with f16 (f16 or f32 accumulators),
 bf16 (f32) or s8/u8 (s32, .satfinite), m16n16k8 with tf32 (f32), m8n8k4 with f64 (f64,
-.rn). The sub-byte ones (s4/u4 m8n8k32, b1 m8n8k128) are refused by name at load.
+.rn); the sub-byte ones (sm_75 on, as ptxas -arch=sm_90 takes them): m8n8k32 with s4 or
+u4 (s32, .satfinite; A and B of one type), m8n8k128 with b1 (s32; .xor.popc, or .and.popc
+from PTX 7.1; no .satfinite). For these A must be .row, B .col and the mma .row.col.
 
 The PTX ISA leaves the fragment layout of wmma unspecified, and code must not depend on
 it: a fragment is only for wmma.load, wmma.mma and wmma.store (and elementwise operations
@@ -16,17 +20,24 @@ two mma.m16n8kK that Ampere and Hopper run: A is the m16n8kK A fragment (for f16
 registers: the four of mma, then the same four again, as the f16 fragment has 16 elements
 for 8 distinct ones); B is the B fragments of columns 0-7, then of columns 8-15 (f16: then
 the same again); C and D are the m16n8 accumulators of columns 0-7, then of 8-15 (s8/u8
-likewise, with mma's m16n8k16 integer fragments). m8n8k4 f64 uses mma.m8n8k4's layout.
+likewise, with mma's m16n8k16 integer fragments). m8n8k4 f64, m8n8k32 s4/u4 and m8n8k128
+b1 use mma's layouts of the same shapes (one register of 8 nibbles or 32 bits for A and
+for B: A[g][e*t + j], B[e*t + j][g], two s32 for C: C[g][2t + i], g = lane/4, t = lane%4,
+element j of a register in its bits 4j..4j+3 or bit j), and so mma's arithmetic.
 m32n8k16 and m8n32k16 are striped: slot j of lane l holds element j*32 + l of the matrix in
 row-major order (f16 A and B have 16 slots for fewer elements: slot j holds what slot
 j - count holds). The arithmetic is mma's (see mma_shapes.py): exact products, summed in
 float64 (int64), rounded once.
 
 Memory: element (i, j) is at p + (i*stride + j)*size for .row, p + (j*stride + i)*size
-for .col; stride (in elements) defaults to the matrix's leading dimension. As CUDA's
+for .col; stride (in elements) defaults to the matrix's leading dimension. For s4/u4 and
+b1 the size is half a byte or a bit: element e of a row (.row A) or column (.col B) is in
+byte e*bits/8 at its bit e*bits%8 (nibbles and bits lowest first, as in a register), so a
+lane's register is the 32-bit word at p + (g*stride + e*t)*bits/8. As CUDA's
 load_matrix_sync and store_matrix_sync require, p must be 256-bit aligned and stride a
-multiple of 16 bytes; p and stride must be the same in every lane of the warp, and the
-warp must be full and converged (.aligned). Anything else is a launch fault naming it.
+multiple of 16 bytes (for s4/u4 32 elements, for b1 128); p and stride must be the same in
+every lane of the warp, and the warp must be full and converged (.aligned). Anything else
+is a launch fault naming it.
 """
 from __future__ import annotations
 
@@ -43,13 +54,15 @@ from .registry import provide, register
 
 WARP = 32
 SHAPES = {"m16n16k16": ("f16", "bf16", "s8", "u8"), "m32n8k16": ("f16", "bf16", "s8", "u8"),
-          "m8n32k16": ("f16", "bf16", "s8", "u8"), "m16n16k8": ("tf32",), "m8n8k4": ("f64",)}
-SUB_BYTE = ("m8n8k32", "m8n8k128")          # s4/u4 and b1: refused by name
-ELEMENT_BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "f32": 4, "s8": 1, "u8": 1, "s32": 4, "f64": 8}
+          "m8n32k16": ("f16", "bf16", "s8", "u8"), "m16n16k8": ("tf32",), "m8n8k4": ("f64",),
+          "m8n8k32": ("s4", "u4"), "m8n8k128": ("b1",)}
+SUB_BYTE = ("s4", "u4", "b1")               # A is .row, B .col, the mma .row.col
+ELEMENT_BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "f32": 4, "s8": 1, "u8": 1, "s32": 4, "f64": 8,
+                 "s4": 0.5, "u4": 0.5, "b1": 0.125}         # sub-byte: 4 bits, 1 bit
 REG_TYPE = {"f16": "u32", "bf16": "u32", "tf32": "u32", "f32": "f32", "s8": "u32", "u8": "u32",
-            "s32": "s32", "f64": "f64"}
+            "s32": "s32", "f64": "f64", "s4": "u32", "u4": "u32", "b1": "u32"}
 ACCUMULATOR = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "s8": ("s32",),
-               "u8": ("s32",), "f64": ("f64",)}
+               "u8": ("s32",), "f64": ("f64",), "s4": ("s32",), "u4": ("s32",), "b1": ("s32",)}
 
 
 def _dims(shape):
@@ -74,11 +87,11 @@ def fragment_positions(which: str, shape: str, kind: str):
     register order (e per register, lowest bits first)."""
     if shape in ("m32n8k16", "m8n32k16"):
         return _striped(which, shape, kind)
-    if shape == "m8n8k4":
-        return {"a": mma_shapes.a_layout(8, 1, 1), "b": mma_shapes.b_layout(1, 1)}.get(
+    e = mma_shapes.PER_REG.get(kind, 1)
+    if shape in ("m8n8k4", "m8n8k32", "m8n8k128"):        # mma's m8n8 layouts, one A/B register
+        return {"a": mma_shapes.a_layout(8, e, 1), "b": mma_shapes.b_layout(e, 1)}.get(
             which, mma_shapes.c_layout(8))
     m, n, k = _dims(shape)
-    e = mma_shapes.PER_REG.get(kind, 1)
     if which == "a":
         rows, cols = mma_shapes.a_layout(16, e, k // (2 * e))
         halves = [(rows, cols)]
@@ -96,7 +109,7 @@ def fragment_positions(which: str, shape: str, kind: str):
 
 
 def per_register(kind: str) -> int:
-    return max(1, 4 // ELEMENT_BYTES[kind])
+    return max(1, int(4 // ELEMENT_BYTES[kind]))
 
 
 def register_count(which: str, shape: str, kind: str) -> int:
@@ -123,11 +136,12 @@ def _element_addresses(C, which, layout, shape, kind, addr, stride, text):
     size = ELEMENT_BYTES[kind]
     addr = _warp_uniform(C, addr, "the address", text)
     stride = _warp_uniform(C, stride, "the stride", text)
+    bits = np.uint64(8 * size)
     if (addr % 32).any():
         raise KernelFault("CUDA_ERROR_MISALIGNED_ADDRESS",
                           f"wmma: the matrix address {int(addr[np.argmax(addr % 32 != 0)]):#x} is "
                           f"not 256-bit aligned ({text})")
-    if ((stride * np.uint64(size)) % 16).any():
+    if ((stride * bits) % 128).any():
         raise KernelFault("CUDA_ERROR_MISALIGNED_ADDRESS",
                           f"wmma: the stride ({int(stride[0])} elements) is not a multiple of "
                           f"16 bytes ({text})")
@@ -135,7 +149,8 @@ def _element_addresses(C, which, layout, shape, kind, addr, stride, text):
     lane = np.arange(C.n) % WARP
     r, c = rows[lane].astype(np.uint64), cols[lane].astype(np.uint64)      # (n, count)
     major, minor = (r, c) if layout == "row" else (c, r)
-    return addr[:, None] + (major * stride[:, None] + minor) * np.uint64(size)
+    # sub-byte: the byte of each element (the words loaded hold whole registers of them)
+    return addr[:, None] + (major * stride[:, None] + minor) * bits // np.uint64(8)
 
 
 def wmma_load(C, space, which, layout, shape, kind, addr, stride, iid, text):
@@ -143,10 +158,14 @@ def wmma_load(C, space, which, layout, shape, kind, addr, stride, iid, text):
     for f32 / s32 / f64)."""
     addrs = _element_addresses(C, which, layout, shape, kind, addr, stride, text)
     size = ELEMENT_BYTES[kind]
+    if kind in SUB_BYTE:        # a register's elements are one aligned word of the row/column
+        addrs, size = addrs[:, ::per_register(kind)], 4
     vals = [np.asarray(C.load_space(space, np.ascontiguousarray(addrs[:, i]), size, 1, iid, None))
             for i in range(addrs.shape[1])]
     if kind in ("f32", "s32", "f64"):
         return [v.view({"f32": np.float32, "s32": np.int32, "f64": np.float64}[kind]) for v in vals]
+    if kind in SUB_BYTE:
+        return [v.astype(np.uint32) for v in vals]
     per = per_register(kind)
     out = []
     for r in range(len(vals) // per):
@@ -208,20 +227,15 @@ provide(_wmma_load=wmma_load, _wmma_store=wmma_store, _wmma_mma=wmma_mma)
 
 # --- the emitters -----------------------------------------------------------------------
 
-def _refuse_sub_byte(ins, m: Mods) -> None:
-    if m.take(*SUB_BYTE) is not None:
-        raise unsupported(ins, "sub-byte wmma (.s4/.u4 m8n8k32, .b1 m8n8k128)")
-
-
 def _shape_and_kind(ins, m: Mods, kinds):
-    _refuse_sub_byte(ins, m)
     shape = m.take(*SHAPES)
     kind = m.take(*kinds)
     ok = shape is not None and kind is not None and (
         kind in SHAPES[shape] or any(kind in ACCUMULATOR[t] for t in SHAPES[shape]))
     if not ok:
         raise unsupported(ins, "shape or type (m16n16k16, m32n8k16, m8n32k16 with .f16/.bf16/"
-                               ".s8/.u8; m16n16k8 with .tf32; m8n8k4 with .f64)")
+                               ".s8/.u8; m16n16k8 with .tf32; m8n8k4 with .f64; m8n8k32 with "
+                               ".s4/.u4; m8n8k128 with .b1)")
     return shape, kind
 
 
@@ -249,6 +263,9 @@ def _access(g, ins, store: bool):
         set(SHAPES[shape])
     if kind not in allowed:
         raise PtxError(ins.line, f"wmma.{which}.{shape} cannot be .{kind}: {ins.text}")
+    if kind in SUB_BYTE and layout != {"a": "row", "b": "col"}[which]:
+        raise PtxError(ins.line, f"sub-byte wmma.load.{which} must be "
+                                 f".{ {'a': 'row', 'b': 'col'}[which]}: {ins.text}")
     if ins.guard is not None:
         raise unsupported(ins, "a predicated wmma")
     ops = ins.operands
@@ -297,13 +314,24 @@ def _mma_types(ins, m: Mods, shape: str):
         return ts[0], ts[1], ts[3]
     raise unsupported(ins, f"types for .{shape} (f16: .f16.f16 or .f32.f32; .f32.bf16.bf16.f32, "
                            ".s32.s8.s8.s32, .s32.u8.u8.s32; .f32.tf32.tf32.f32 for m16n16k8; "
-                           ".f64.f64.f64.f64 for m8n8k4)")
+                           ".f64.f64.f64.f64 for m8n8k4; .s32.s4.s4.s32, .s32.u4.u4.s32 for m8n8k32; "
+                           ".s32.b1.b1.s32 for m8n8k128)")
+
+
+def _sub_byte_rules(ins, atype: str, layouts, bitop, popc) -> None:
+    """b1 takes one of .xor.popc and .and.popc, nothing else does; sub-byte is .row.col."""
+    if (atype == "b1") != (bitop is not None and popc is not None) or (popc is None) != (bitop is None):
+        raise PtxError(ins.line, f".xor.popc or .and.popc is required by .b1 wmma.mma and "
+                                 f"taken by nothing else: {ins.text}")
+    if atype in SUB_BYTE and list(layouts) != ["row", "col"]:
+        raise PtxError(ins.line, f"sub-byte wmma.mma must be .row.col: {ins.text}")
 
 
 def emit_wmma_mma(g, ins):
     m = Mods(ins)
+    bitop = m.take("xor", "and")        # b1: .xor.popc or .and.popc, before .sync
+    popc = m.take("popc")
     form = [m.take("mma"), m.take("sync"), m.take("aligned"), m.take("row", "col"), m.take("row", "col")]
-    _refuse_sub_byte(ins, m)
     shape = m.take(*SHAPES)
     if None in form or shape is None:
         raise unsupported(ins, "form (wmma.mma.sync.aligned.{row,col}.{row,col}.SHAPE)")
@@ -311,8 +339,9 @@ def emit_wmma_mma(g, ins):
     rnd = m.take("rn")                  # f64 only: the default (rz/rm/rp stay refused)
     dtype, atype, ctype = _mma_types(ins, m, shape)
     m.done()
-    if satfinite and atype not in ("s8", "u8"):
-        raise PtxError(ins.line, f".satfinite applies only to integer wmma: {ins.text}")
+    _sub_byte_rules(ins, atype, form[3:], bitop, popc)
+    if satfinite and atype not in ("s8", "u8", "s4", "u4"):
+        raise PtxError(ins.line, f".satfinite applies only to s8/u8/s4/u4 wmma: {ins.text}")
     if rnd is not None and atype != "f64":
         raise PtxError(ins.line, f"a rounding modifier applies only to .f64 wmma: {ins.text}")
     if ins.guard is not None:
@@ -328,7 +357,7 @@ def emit_wmma_mma(g, ins):
     cv = ", ".join(g.read(ins, x, REG_TYPE[ctype]) for x in c)
     tmp = g.fresh()
     g.emit(f"{tmp} = _wmma_mma(C, {shape!r}, {(atype, atype, ctype)!r}, [{av}], [{bv}], [{cv}], "
-           f"{ {'satfinite': satfinite}!r}, {ins.text!r})")
+           f"{ {'satfinite': satfinite, 'bitop': bitop}!r}, {ins.text!r})")
     for i, e in enumerate(d):
         g.write(ins, e, f"{tmp}[{i}]", REG_TYPE[dtype], None)
 

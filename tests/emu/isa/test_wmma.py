@@ -2,7 +2,7 @@
 rule, on an address that is not 256-bit aligned, a stride that is not a multiple of 16
 bytes, or an address or stride that differs between the lanes of a warp (the PTX ISA makes
 these undefined; CUDA's load_matrix_sync requires them); wmma shapes and types the emulator
-does not run (the sub-byte ones) are refused by name at load. cvt.rna.tf32.f32 against a rounding computed in
+does not run are refused by name at load (the sub-byte forms: test_wmma_subbyte.py). cvt.rna.tf32.f32 against a rounding computed in
 float64 (to 10 fraction bits, ties away from zero). nvcuda::wmma itself is covered by
 tests/conformance/test_conformance_tensor_cores.py.
 """
@@ -58,8 +58,6 @@ def test_wmma_load_faults_name_the_rule(mem, base, skew, stride, code, what):
 
 
 @pytest.mark.parametrize("instr, match", [
-    ("wmma.load.a.sync.aligned.row.m8n8k32.global.s4 {%r4}, [%rd1], %r2;", "sub-byte wmma"),
-    ("wmma.load.a.sync.aligned.row.m8n8k128.global.b1 {%r4}, [%rd1], %r2;", "sub-byte wmma"),
     ("wmma.load.a.sync.aligned.row.m8n8k4.global.f16 {%r4}, [%rd1], %r2;", "shape or type"),
     ("wmma.load.a.sync.aligned.row.m16n16k16.global.s8 {%r4, %r5, %r6}, [%rd1], %r2;", "takes 2 registers"),
     ("wmma.load.a.sync.aligned.row.m16n16k16.global.f32 {%r4, %r5, %r6, %r7, %r8, %r9, %r10, %r11}, [%rd1], %r2;",
