@@ -10,6 +10,8 @@ against numpy float64 / int64 on random inputs, outputs poisoned.
 - nvcuda::wmma's other shapes and types (WMMA_MORE, one module): m32n8k16 and m8n32k16
   with f16 (f32 and f16 accumulators) and bf16, s8/u8 with int accumulators (m16n16k16,
   m32n8k16, m8n32k16), f64 m8n8k4; two k steps, two warps.
+- nvcuda::wmma::experimental (WMMA_SUB_BYTE): s4 and u4 m8n8k32 (with and without
+  satf) and b1 m8n8k128 bmma_sync (XOR and AND), two warps, strides padded.
 - sparse mma (in INLINE): mma.sp m16n8k32 f16 with a 2:4 A pruned in the kernel, which
   builds the metadata of its thread pair (the other pair's is zeros, not read).
 - the 8-bit floats (FP8, sm_90 builds: the same six, for sm_90 / compute_90): cuda_fp8.h's
@@ -122,6 +124,50 @@ TILE(s8_m16n16, 16, 16, 16, 1, signed char, int)
 TILE(u8_m32n8, 32, 8, 16, 1, unsigned char, int)
 TILE(s8_m8n32, 8, 32, 16, 1, signed char, int)
 TILE(f64_m8n8, 8, 8, 4, 2, double, double)
+"""
+
+WMMA_SUB_BYTE = r"""
+#include <mma.h>
+using namespace nvcuda;
+namespace wx = nvcuda::wmma::experimental;
+// one 8 x 8 tile per warp: A row-major (lda elements of BITS bits), B col-major (ldb),
+// C read row-major, D written column-major (ldc)
+template <class P, int K, int BITS>
+struct Tile {
+    wmma::fragment<wmma::matrix_a, 8, 8, K, P, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 8, 8, K, P, wmma::col_major> b;
+    wmma::fragment<wmma::accumulator, 8, 8, K, int> acc;
+    __device__ Tile(const unsigned char* pa, const unsigned char* pb, const int* c, int lda, int ldb, int ldc) {
+        int w = threadIdx.x / 32;
+        wmma::load_matrix_sync(a, pa + w * 8 * lda * BITS / 8, lda);
+        wmma::load_matrix_sync(b, pb + w * 8 * ldb * BITS / 8, ldb);
+        wmma::load_matrix_sync(acc, c + w * 8 * ldc, ldc, wmma::mem_row_major);
+    }
+    __device__ void store(int* d, int ldc) {
+        wmma::store_matrix_sync(d + threadIdx.x / 32 * 8 * ldc, acc, ldc, wmma::mem_col_major);
+    }
+};
+#define ARGS const unsigned char* pa, const unsigned char* pb, const int* c, int* d, int lda, int ldb, int ldc, int sat
+extern "C" __global__ void sub_s4(ARGS) {
+    Tile<wx::precision::s4, 32, 4> t(pa, pb, c, lda, ldb, ldc);
+    wmma::mma_sync(t.acc, t.a, t.b, t.acc, sat != 0);
+    t.store(d, ldc);
+}
+extern "C" __global__ void sub_u4(ARGS) {
+    Tile<wx::precision::u4, 32, 4> t(pa, pb, c, lda, ldb, ldc);
+    wmma::mma_sync(t.acc, t.a, t.b, t.acc, sat != 0);
+    t.store(d, ldc);
+}
+extern "C" __global__ void sub_b1_xor(ARGS) {
+    Tile<wx::precision::b1, 128, 1> t(pa, pb, c, lda, ldb, ldc);
+    wmma::bmma_sync(t.acc, t.a, t.b, t.acc, wx::bmmaBitOpXOR);
+    t.store(d, ldc);
+}
+extern "C" __global__ void sub_b1_and(ARGS) {
+    Tile<wx::precision::b1, 128, 1> t(pa, pb, c, lda, ldb, ldc);
+    wmma::bmma_sync(t.acc, t.a, t.b, t.acc, wx::bmmaBitOpAND);
+    t.store(d, ldc);
+}
 """
 
 INLINE = r"""
@@ -395,6 +441,45 @@ def test_wmma_more_shapes(driver, build, rng, name):
             within(D.astype(np.float64), A @ B + C, steps * k, np.abs(A) @ np.abs(B) + np.abs(C), eps)
         pad = got[m * w:m * w + m, n:]                                # never written: still poison
         assert (pad == -1).all() if acc == np.int32 else np.isnan(pad.astype(np.float64)).all()
+
+
+def pack_sub_byte(elements, bits):
+    """Rows of 4-bit or 1-bit elements as bytes, lowest bits first (element e in byte e*bits/8)."""
+    if bits == 1:
+        return np.packbits(elements.astype(np.uint8), axis=-1, bitorder="little")
+    return (elements[:, 0::2] | (elements[:, 1::2] << 4)).astype(np.uint8)
+
+
+@pytest.mark.parametrize("name, sat", [("sub_s4", 0), ("sub_s4", 1), ("sub_u4", 0), ("sub_b1_xor", 0),
+                                       ("sub_b1_and", 0)])
+def test_wmma_sub_byte(driver, build, rng, name, sat):
+    """s4/u4 and b1 through nvcuda::wmma::experimental, against int64; with satf, C near
+    the int32 limits, so that the sums clamp."""
+    bits, k = (1, 128) if "b1" in name else (4, 32)
+    f = build.load(WMMA_SUB_BYTE, "wmma_sub_byte").get_function(name)
+    lda, ldb, ldc = 2 * k, 3 * k, 12                   # in elements, padded
+    A = rng.integers(0, 1 << bits, (16, lda))
+    B = rng.integers(0, 1 << bits, (16, ldb))         # column-major: B[w*8 + j, k]
+    c = rng.integers(-2**20, 2**20, (16, ldc)).astype(np.int32)
+    if sat:
+        c[:, :8] = np.where(rng.integers(0, 2, (16, 8)) == 1, 2**31 - 40, -2**31 + 40)
+    out = poisoned_device((16, ldc), np.int32)
+    f.launch(1, 64, (upload(pack_sub_byte(A, bits)), upload(pack_sub_byte(B, bits)), upload(c), out,
+                     np.int32(lda), np.int32(ldb), np.int32(ldc), np.int32(sat)))
+    got = download(out, (16, ldc), np.int32)
+    val = (lambda x: np.where(x >= 8, x - 16, x)) if name == "sub_s4" else (lambda x: x)
+    for w in range(2):
+        a, b = val(A[8 * w:8 * w + 8, :k]), val(B[8 * w:8 * w + 8, :k]).T
+        C = c[8 * w:8 * w + 8, :8].astype(np.int64)
+        if "xor" in name:
+            want = C + (a[:, :, None] ^ b[None]).sum(axis=1)
+        elif "and" in name:
+            want = C + (a[:, :, None] & b[None]).sum(axis=1)
+        else:
+            want = C + a @ b
+        want = np.clip(want, -2**31, 2**31 - 1) if sat else (want + 2**31) % 2**32 - 2**31
+        np.testing.assert_array_equal(got[8 * w:8 * w + 8, :8].T, want)        # stored column-major
+        assert (got[8 * w:8 * w + 8, 8:] == -1).all()                             # never written
 
 
 def test_mma_sparse_f16(driver, build, rng):

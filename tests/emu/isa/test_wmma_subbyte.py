@@ -105,7 +105,7 @@ def test_wmma_subbyte_against_numpy(driver, rng, kind, mma, op, c_layout, d_layo
 
 
 @pytest.mark.parametrize("mma, want", [(MMA, "wrap"), (SAT, "clamp")])
-def test_wmma_s4_satfinite_saturates(driver, rng, mma, want):
+def test_wmma_s4_satfinite_saturates(driver, mma, want):
     A = np.full((8, 32), 7)                            # 7 * 7 * 32 = 1568 onto C near the edge
     B = np.full((8, 32), 7)
     C = np.full(64, 2**31 - 100, np.int32)
