@@ -157,3 +157,40 @@ def test_wmma_subbyte_invalid_forms_refused(line, match):
     assert log != "", "ptxas takes it: the emulator must too"
     with pytest.raises(PtxError, match=match):
         load_ptx(ptx)
+
+
+SHARED = HEAD + """
+.visible .entry k(.param .u64 pa, .param .u64 pb, .param .u64 pd) {
+    .shared .align 32 .b32 tile[32];
+    .reg .b32 %r<12>;
+    .reg .u64 %rd<6>;
+    ld.param.u64 %rd1, [pa];
+    ld.param.u64 %rd2, [pb];
+    ld.param.u64 %rd3, [pd];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 4;
+    add.u64 %rd5, %rd1, %rd4;
+    ld.b32 %r2, [%rd5];                              // lane l copies word l of A to shared
+    mov.u64 %rd5, tile;
+    add.u64 %rd5, %rd5, %rd4;
+    st.shared.b32 [%rd5], %r2;
+    bar.sync 0;
+    mov.u64 %rd5, tile;
+    mov.b32 %r6, 0;
+    wmma.load.a.sync.aligned.row.m8n8k128.shared.b1 {%r4}, [%rd5];
+    wmma.load.b.sync.aligned.col.m8n8k128.b1 {%r5}, [%rd2];
+    wmma.mma.and.popc.sync.aligned.row.col.m8n8k128.s32.b1.b1.s32 {%r8, %r9}, {%r4}, {%r5}, {%r6, %r6};
+    wmma.store.d.sync.aligned.row.m8n8k128.s32 [%rd3], {%r8, %r9};
+    ret;
+}
+"""
+
+
+def test_wmma_b1_from_shared_and_generic(driver, rng):
+    """A through .shared, B through a generic address, default strides (128 elements)."""
+    assemble_sm90(SHARED)
+    A = rng.integers(0, 2, (8, 128))
+    B = rng.integers(0, 2, (8, 128))
+    out = upload(poisoned(64, np.int32))
+    cuda.Module.from_ptx(SHARED).get_function("k").launch(1, 32, (upload(pack(A, "b1")), upload(pack(B, "b1")), out))
+    np.testing.assert_array_equal(download(out, 64, np.int32).reshape(8, 8), A @ B.T)
