@@ -167,7 +167,7 @@ def launch_new(plan: OpPlan, dtype, device, inputs: tuple, extra: tuple) -> Tens
         # Memory of the output's allocator is this context's, in this generation (there is
         # an allocator per generation): its address needs no check of Storage.ptr's kind.
         values.append(used.ptr if storage.allocator is allocator and not t.offset else t.data_ptr)
-        if used.stream is not None and used.stream != handle:            # record_uses_on
+        if used.stream != handle and used.stream is not None:            # record_uses_on
             storage.allocator.record_stream(used, stream if stream is not None else Stream.legacy())
     k.run.run_own(handle, (*values, *extra))
     if trace.active is not None:
