@@ -137,20 +137,24 @@ class PreparedLaunch:
         return f"<PreparedLaunch {self.function.name} grid={self.grid} block={self.block}>"
 
     # -- the values ------------------------------------------------------------------------
-    def _write(self, args) -> None:
+    def _write(self, args, own: bool = False) -> None:
         """The values into the buffer: plain ints and floats by one pack_into, anything else
-        (or a value that does not fit) through pack_value, which raises what launch does."""
+        (or a value that does not fit) through pack_value, which raises what launch does.
+        `own`: the backend's values (run_own), not screened by type, and remembered once
+        packed by pack_into, so that the same values next time are not packed again."""
         self._packed = None
         if len(args) != self._count:
             raise TypeError(f"{self.function.name} takes {self._count} arguments, got {len(args)}")
         fast = self._struct
-        if fast is not None and _PLAIN_NUMBERS.issuperset(map(type, args)):
+        if fast is not None and (own or _PLAIN_NUMBERS.issuperset(map(type, args))):
             for i in self._f32:
                 if not -F32_MAX <= args[i] <= F32_MAX:        # NaN and inf: pack_value's call
                     break
             else:
                 try:
                     fast.pack_into(self._buffer, 0, *args)
+                    if own:
+                        self._packed = args
                     return
                 except (struct.error, OverflowError):
                     pass
@@ -207,7 +211,7 @@ class PreparedLaunch:
         try:
             packed = self._packed
             if values != packed or (self._floats and not self._same_floats(values, packed)):
-                self._pack_own(values)
+                self._write(values, own=True)
             # _call, inline (the op's hot path: one frame less)
             if self._launch.cfunc is not self._cfunc or self._driver.log_api or trace.active is not None:
                 self._call_checked(handle)
@@ -228,22 +232,6 @@ class PreparedLaunch:
             if values[i] is not packed[i]:
                 return False
         return True
-
-    def _pack_own(self, values: tuple) -> None:
-        fast = self._struct
-        self._packed = None
-        if fast is not None and len(values) == self._count:
-            for i in self._f32:
-                if not -F32_MAX <= values[i] <= F32_MAX:      # NaN and inf: pack_value's call
-                    break
-            else:
-                try:
-                    fast.pack_into(self._buffer, 0, *values)
-                    self._packed = values
-                    return
-                except (struct.error, OverflowError):
-                    pass
-        self._write(values)
 
     def _call(self, handle: int) -> None:
         """The C function on the packed buffer (with the lock held): bound directly, or
