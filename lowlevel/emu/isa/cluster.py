@@ -182,15 +182,23 @@ def mapa_generic(C, a, rank, iid: int):
     return U64(SHARED_WINDOW) + ((np.asarray(rank, U64) + U64(1)) << U64(RANK_SHIFT)) + offset
 
 
-def emit_mapa(g, ins) -> None:
-    m = Mods(ins)
+def _take_shared_cluster(m, ins, opcode: str, prefix: str) -> str | None:
+    """Take the state-space modifier (those starting with `prefix`) off `m`:
+    "shared::cluster", the one these instructions take, or None when there is none;
+    any other is refused by name."""
     space = None
     for x in list(m.left):
-        if x.startswith("shared::"):
+        if x.startswith(prefix):
             if x != "shared::cluster":
-                raise unsupported(ins, f"mapa.{x}")
+                raise unsupported(ins, f"{opcode}.{x}")
             m.left.remove(x)
             space = x
+    return space
+
+
+def emit_mapa(g, ins) -> None:
+    m = Mods(ins)
+    space = _take_shared_cluster(m, ins, "mapa", "shared::")
     t = m.one_type({"u32", "u64"})
     m.done()
     d, a, b = operands(ins, 3)
@@ -259,13 +267,7 @@ def in_shared(C, a, cluster_wide: bool):
 def emit_getctarank(g, ins) -> None:
     """getctarank{.shared::cluster}.{u32,u64} d, a: the type is the address's size."""
     m = Mods(ins)
-    space = None
-    for x in list(m.left):
-        if x.startswith("shared"):
-            if x != "shared::cluster":
-                raise unsupported(ins, f"getctarank.{x}")
-            m.left.remove(x)
-            space = x
+    space = _take_shared_cluster(m, ins, "getctarank", "shared")
     t = m.one_type({"u32", "u64"})
     m.done()
     d, a = operands(ins, 2)
