@@ -5,38 +5,15 @@ from the PTX ISA's pseudo-code. Random operands, random c, poisoned output; ever
 assembled by ptxas for sm_90 first."""
 import numpy as np
 import pytest
+from helpers.b32_kernel import KERNEL, SM90, run_b32
 from helpers.emu_engine import Buf, launch
 from helpers.ptxas import assemble_sm90
 
 from lowlevel.emu.engine.decode import load_ptx
 
-SM90 = ".version 8.0\n.target sm_90\n.address_size 64\n"
 N = 256
 PARTS = {None: (0, 32), "b0": (0, 8), "b1": (8, 8), "b2": (16, 8), "b3": (24, 8),
          "h0": (0, 16), "h1": (16, 16)}
-
-KERNEL = SM90 + """
-.visible .entry v(.param .u64 a_p, .param .u64 b_p, .param .u64 c_p, .param .u64 d_p)
-{
-  .reg .b32 %r<6>; .reg .b64 %rd<10>;
-  ld.param.u64 %rd1, [a_p];
-  ld.param.u64 %rd2, [b_p];
-  ld.param.u64 %rd3, [c_p];
-  ld.param.u64 %rd4, [d_p];
-  mov.u32 %r1, %tid.x;
-  mul.wide.u32 %rd5, %r1, 4;
-  add.u64 %rd6, %rd1, %rd5;
-  ld.global.u32 %r2, [%rd6];
-  add.u64 %rd7, %rd2, %rd5;
-  ld.global.u32 %r3, [%rd7];
-  add.u64 %rd8, %rd3, %rd5;
-  ld.global.u32 %r4, [%rd8];
-  INSTRUCTION
-  add.u64 %rd9, %rd4, %rd5;
-  st.global.u32 [%rd9], %r5;
-  ret;
-}
-"""
 
 
 def select(x, sel, signed):
@@ -111,15 +88,7 @@ def test_scalar_video_against_the_isa(mem, rng, form):
     if op == "vset":
         b[: N // 4] = a[: N // 4]                      # equal operands for the eq/le/ge cases
     c = rng.integers(0, 2**32, N, dtype=np.uint64).astype(np.uint32)
-    text = KERNEL.replace("INSTRUCTION", instruction(*form))
-    assemble_sm90(text)
-    bufs = [Buf(mem, a), Buf(mem, b), Buf(mem, c), Buf(mem, n=N, dtype=np.uint32)]
-    try:
-        launch(load_ptx(text), "v", 1, N, *bufs, mem=mem)
-        got = bufs[3].read()
-    finally:
-        for buf in bufs:
-            buf.free()
+    got = run_b32(mem, KERNEL.replace("INSTRUCTION", instruction(*form)), a, b, c)
     vop = cmp if op == "vset" else op
     ref = reference(vop, "u32" if op == "vset" else dt, at, bt, sat, op2, mode, asel, bsel, dsel, a, b, c)
     np.testing.assert_array_equal(got, ref, err_msg=instruction(*form))
@@ -166,15 +135,7 @@ def test_vset2_vset4_against_the_isa(mem, rng, lanes, at, bt, cmp, add):
     b[: N // 4] = a[: N // 4] ^ np.uint32(0xFF00FF00)     # some lanes equal
     c = rng.integers(0, 2**32, N, dtype=np.uint64).astype(np.uint32)
     ins = f"vset{lanes}.{at}.{bt}.{cmp}{'.add' if add else ''} %r5, %r2, %r3, %r4;"
-    text = KERNEL.replace("INSTRUCTION", ins)
-    assemble_sm90(text)
-    bufs = [Buf(mem, a), Buf(mem, b), Buf(mem, c), Buf(mem, n=N, dtype=np.uint32)]
-    try:
-        launch(load_ptx(text), "v", 1, N, *bufs, mem=mem)
-        got = bufs[3].read()
-    finally:
-        for buf in bufs:
-            buf.free()
+    got = run_b32(mem, KERNEL.replace("INSTRUCTION", ins), a, b, c)
     compare = {"eq": int.__eq__, "ne": int.__ne__, "lt": int.__lt__, "le": int.__le__,
                "gt": int.__gt__, "ge": int.__ge__}[cmp]
     ref = []
