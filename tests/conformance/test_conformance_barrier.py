@@ -8,6 +8,7 @@ import numpy as np
 
 from clang_support import ClangBuild
 from conformance_support import download, poisoned_device, upload
+from helpers.barrier_kernels import BARRIER_KERNELS
 
 # The clang build's documented limits (clang_support.py): {label: why clang cannot build it}
 CLANG_CANNOT = {
@@ -18,52 +19,7 @@ CLANG_CANNOT = {
                     "BARRIER_CLANG is the same in a spelling clang accepts",
 }
 
-BARRIER = r"""
-#include <cuda/barrier>
-#include <cuda/pipeline>
-#include <cooperative_groups.h>
-namespace cg = cooperative_groups;
-extern "C" __global__ void produce_consume(const float* in, float* out, int consumers_first) {
-    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
-    __shared__ float s[32];
-    if (threadIdx.x == 0) init(&bar, blockDim.x);
-    __syncthreads();
-    unsigned t = threadIdx.x, half = blockDim.x / 2;
-    bool consumer = consumers_first ? t < half : t >= half;
-    unsigned i = consumer == (bool)consumers_first ? t : t - half;
-    if (consumer) {
-        bar.arrive_and_wait();
-        out[blockIdx.x * half + i] = s[i];
-    } else {
-        s[i] = in[blockIdx.x * half + i] * 3.0f;
-        (void)bar.arrive();
-    }
-}
-extern "C" __global__ void dropouts(float* out) {
-    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
-    if (threadIdx.x == 0) init(&bar, blockDim.x);
-    __syncthreads();
-    if (threadIdx.x < 32) { bar.arrive_and_drop(); return; }
-    bar.arrive_and_wait();
-    bar.arrive_and_wait();
-    out[threadIdx.x] = 1.0f + threadIdx.x;
-}
-extern "C" __global__ void pipelined_sum(const float* in, float* out, int n) {
-    __shared__ float s[2][64];
-    __shared__ cuda::pipeline_shared_state<cuda::thread_scope_block, 2> st;
-    auto block = cg::this_thread_block();
-    auto pipe = cuda::make_pipeline(block, &st);
-    float acc = 0;
-    for (int i = 0; i < n; ++i) {
-        pipe.producer_acquire();
-        cuda::memcpy_async(block, s[i % 2], in + 64 * i, sizeof(float) * 64, pipe);
-        pipe.producer_commit();
-        pipe.consumer_wait();
-        acc += s[i % 2][(threadIdx.x + 1) % 64];
-        pipe.consumer_release();
-    }
-    out[threadIdx.x] = acc;
-}
+BARRIER = BARRIER_KERNELS + r"""
 extern "C" __global__ void barrier_copy(const float* in, float* out) {
     __shared__ cuda::barrier<cuda::thread_scope_block> bar;
     __shared__ float s[64];

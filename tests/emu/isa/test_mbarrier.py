@@ -5,6 +5,7 @@ undefined faulting instead of working.
 """
 import numpy as np
 import pytest
+from helpers.barrier_kernels import BARRIER_KERNELS
 from helpers.cuda_c import nvrtc_ptx
 from helpers.emu_engine import HEADER, Buf, launch
 from lowlevel.emu.engine.decode import load_ptx
@@ -142,57 +143,6 @@ DONE:""")
     assert run(mod, 32, mem=mem)[0] == 12
 
 
-BARRIER_CU = r"""
-#include <cuda/barrier>
-#include <cuda/pipeline>
-#include <cooperative_groups.h>
-namespace cg = cooperative_groups;
-// the producers (upper half) fill s and arrive; the consumers arrive and wait: whichever
-// half the compiler puts first, the waiters must let the producers run
-extern "C" __global__ void produce_consume(const float* in, float* out, int consumers_first) {
-    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
-    __shared__ float s[32];
-    if (threadIdx.x == 0) init(&bar, blockDim.x);
-    __syncthreads();
-    unsigned t = threadIdx.x, half = blockDim.x / 2;
-    bool consumer = consumers_first ? t < half : t >= half;
-    unsigned i = consumers_first ? t : t - half;
-    if (consumer) {
-        bar.arrive_and_wait();
-        out[blockIdx.x * half + i] = s[i];
-    } else {
-        s[consumers_first ? t - half : t] = in[blockIdx.x * half + (consumers_first ? t - half : t)] * 3.0f;
-        (void)bar.arrive();
-    }
-}
-extern "C" __global__ void pipelined_sum(const float* in, float* out, int n) {
-    __shared__ float s[2][64];
-    __shared__ cuda::pipeline_shared_state<cuda::thread_scope_block, 2> st;
-    auto block = cg::this_thread_block();
-    auto pipe = cuda::make_pipeline(block, &st);
-    float acc = 0;
-    for (int i = 0; i < n; ++i) {
-        pipe.producer_acquire();
-        cuda::memcpy_async(block, s[i % 2], in + 64 * i, sizeof(float) * 64, pipe);
-        pipe.producer_commit();
-        pipe.consumer_wait();
-        acc += s[i % 2][(threadIdx.x + 1) % 64];
-        pipe.consumer_release();
-    }
-    out[threadIdx.x] = acc;
-}
-extern "C" __global__ void dropouts(float* out) {
-    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
-    if (threadIdx.x == 0) init(&bar, blockDim.x);
-    __syncthreads();
-    if (threadIdx.x < 32) { bar.arrive_and_drop(); return; }
-    bar.arrive_and_wait();
-    bar.arrive_and_wait();
-    out[threadIdx.x] = 1.0f + threadIdx.x;
-}
-"""
-
-
 def _cccl():
     from cuda.pathfinder import find_nvidia_header_directory
     inc = find_nvidia_header_directory("cccl")
@@ -203,7 +153,7 @@ def _cccl():
 
 @pytest.fixture(scope="module")
 def barrier_mod():
-    return load_ptx(nvrtc_ptx(BARRIER_CU, arch="compute_90", options=[f"-I{_cccl()}"]))
+    return load_ptx(nvrtc_ptx(BARRIER_KERNELS, arch="compute_90", options=[f"-I{_cccl()}"]))
 
 
 @pytest.mark.parametrize("consumers_first", [1, 0])
