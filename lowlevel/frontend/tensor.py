@@ -74,15 +74,6 @@ class Storage:
         storage.host = np.empty(max(8, nbytes + (-nbytes % 8)), np.uint8)
         return storage
 
-    @classmethod
-    def of_block(cls, block, nbytes: int, device: Device, allocator) -> "Storage":
-        """The storage of a block a backend has just taken from `allocator` (the one of the
-        context current now) for `device`, whose ordinal its operands' creation checked:
-        what __init__ does for a CUDA device, with the lookups done once by the caller."""
-        storage = cls.__new__(cls)
-        storage.nbytes, storage.device, storage.block, storage.allocator = nbytes, device, block, allocator
-        return storage
-
     @property
     def ptr(self) -> int:
         return self.block.address          # refused once the device's context was reset
@@ -127,7 +118,8 @@ class Tensor:
     # The Python number a 0-d tensor made by creation.scalar_tensor stands for (None for
     # every other tensor): kernels may take it as an argument instead of reading memory.
     scalar_value = None
-    # Autograd's state as class defaults, for tensors made by new_tensor (see __init__).
+    # Autograd's state as class defaults, for tensors made by new_on_block and new_host
+    # (see __init__).
     requires_grad = False
     grad = grad_fn = view_base = None
     # Computed on first use and kept: a tensor's shape, strides, offset and storage never
@@ -150,19 +142,14 @@ class Tensor:
         self.view_base = None       # the tensor this one is a view of (None: not a view)
 
     @classmethod
-    def new_tensor(cls, storage: Storage, shape: tuple, strides: tuple, dtype: DType) -> "Tensor":
-        """A tensor at offset 0 of `storage`, for an op whose plan made `shape` and `strides`
-        (tuples of ints) itself: __init__ without converting them again. The autograd state
-        is the class defaults (no grad, not a view) until something sets it."""
-        t = cls.__new__(cls)
-        t.storage, t.shape, t.strides, t.offset, t.dtype, t.device = storage, shape, strides, 0, dtype, storage.device
-        return t
-
-    @classmethod
     def new_on_block(cls, block, nbytes: int, device: Device, allocator, shape: tuple, strides: tuple,
                      dtype: DType) -> "Tensor":
-        """new_tensor(Storage.of_block(block, nbytes, device, allocator), shape, strides,
-        dtype) in one frame: a CUDA op's output (the backend's hot path)."""
+        """A contiguous tensor at offset 0 of a block a CUDA backend has just taken from
+        `allocator` (the one of the context current now) for `device`, whose ordinal its
+        operands' creation checked: the storage and the tensor in one frame (the backend's
+        hot path), the layout as the op's plan computed it (tuples of ints, not converted
+        again as __init__ converts them). The autograd state is the class defaults (no grad,
+        not a view) until something sets it."""
         storage = Storage.__new__(Storage)
         storage.nbytes, storage.device, storage.block, storage.allocator = nbytes, device, block, allocator
         t = cls.__new__(cls)
@@ -182,7 +169,7 @@ class Tensor:
         else:
             storage = Storage.host_bytes(nbytes, device)
             view = storage.host[:nbytes].view(dtype.storage).reshape(shape)
-        t = cls.__new__(cls)            # new_tensor's work, without its frame
+        t = cls.__new__(cls)
         t.storage, t.shape, t.strides, t.offset, t.dtype, t.device = storage, shape, strides, 0, dtype, device
         t.contiguous_cache = True
         t.host_view_cache = view
