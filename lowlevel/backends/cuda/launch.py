@@ -181,10 +181,7 @@ def launch_plan(binding: Binding, inputs, values, stream, handle: int) -> None:
     numbers for float parameters; PreparedLaunch.run_own) on the stream new_output
     returned, after telling the allocator that the stream uses the `inputs` (the output
     was made on it)."""
-    for t in inputs:                    # record_uses_on, inline: one frame less per op
-        block = t.storage.block
-        if block is not None and block.stream is not None and block.stream != handle:
-            t.storage.allocator.record_stream(block, stream if stream is not None else Stream.legacy())
+    record_uses_on(inputs, stream, handle)
     k = binding.runner
     k.run.run_own(handle, values)
     if trace.active is not None:

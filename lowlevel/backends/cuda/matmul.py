@@ -5,14 +5,14 @@ as transposed operands, not copied. matmul_ptx.py: the handwritten kernels inste
 asked (`lowlevel.backends.cuda.matmul_library("ptx")`).
 """
 from ... import trace
-from ...cuda import Stream, cublas, current_stream, memset_d8
+from ...cuda import cublas, current_stream, memset_d8
 from ...cuda.gemm import gemm_rowmajor
 from ...dispatch import CUDA, register_kernel
 from ...frontend import dtypes as dt
 from ...frontend.creation import empty
 from ...frontend.tensor import Tensor
 from . import matmul_ptx
-from .launch import OpPlan, Plans, new_output, record_uses
+from .launch import OpPlan, Plans, new_output, record_uses, record_uses_on
 from .layout import contiguous
 
 # float32 matmul on TF32 tensor cores: opt in, as it loses precision. Set it as
@@ -72,10 +72,7 @@ def _planned(plan: _GemmPlan, a: Tensor, b: Tensor) -> Tensor:
     out, address, stream, handle, bound = new_output(plan, dt.float32, a.device)
     ctx = bound.ctx
     h = cublas.handle_in(ctx.drv, ctx, stream)
-    for t in (a, b):                    # record_uses_on, inline: one frame less per op
-        block = t.storage.block
-        if block is not None and block.stream is not None and block.stream != handle:
-            t.storage.allocator.record_stream(block, stream if stream is not None else Stream.legacy())
+    record_uses_on((a, b), stream, handle)
     bound.runner(h, b.data_ptr, a.data_ptr, address)
     if trace.active is not None:
         trace.note_launch(kernel="cuBLAS gemm (float32)", module="cublas", grid=None, block=None,
