@@ -32,14 +32,14 @@ from .driver import get_driver, real_driver_status, use_driver
 from .errors import ContextResetError, CudaError
 from .memory import (DeviceAllocation, mem_alloc, mem_alloc_async, mem_get_info, memcpy_dtod,
                      memcpy_dtod_async, memcpy_dtoh, memcpy_dtoh_async, memcpy_htod, memcpy_htod_async,
-                     memset_d8, memset_d32, pinned_empty)
+                     memset_d8, memset_d16, memset_d32, pinned_empty)
 from .graph import Graph, GraphExec, capture, is_current_stream_capturing
 from .graph_capture import CUDAGraph, graph
 from .limits import get_limit, set_limit, stream_priority_range
 from .managed import (ManagedAllocation, RegisteredHost, advise, mem_alloc_managed, prefetch, range_attribute,
                       register_host)
 from .peer import can_access_peer, disable_peer_access, enable_peer_access, memcpy_peer
-from .pitched import PitchedAllocation, alloc_pitch, copy_2d, copy_3d, memset_d2d32, memset_d16
+from .pitched import PitchedAllocation, alloc_pitch, copy_2d, copy_3d, memset_d2d32
 from .pointer import PointerAttributes, pointer_attribute, pointer_attributes
 from .module import Function, Module
 from .occupancy import available_dynamic_shared, max_active_clusters, max_potential_block_size, max_potential_cluster_size

@@ -147,7 +147,8 @@ def _writable(arr: np.ndarray, what: str) -> np.ndarray:
     return arr
 
 
-def _check_fits(dev, nbytes: int, what: str) -> None:
+def check_fits(dev, nbytes: int, what: str) -> None:
+    """Refuse `nbytes` that a DeviceAllocation `dev` does not hold (a raw address: unchecked)."""
     if isinstance(dev, DeviceAllocation) and nbytes > dev.size:
         raise ValueError(f"{what}: {nbytes} bytes do not fit the {dev.size}-byte device allocation")
 
@@ -155,7 +156,7 @@ def _check_fits(dev, nbytes: int, what: str) -> None:
 def memcpy_htod(dst, src: np.ndarray) -> None:
     """Copy a host array into device memory; returns when the host buffer may be reused."""
     src = _host_array(src, "memcpy_htod source")
-    _check_fits(dst, src.nbytes, "memcpy_htod")
+    check_fits(dst, src.nbytes, "memcpy_htod")
     drv, _ = ensure_context()
     drv.cuMemcpyHtoD(device_pointer(dst), src.ctypes.data, src.nbytes)
 
@@ -163,7 +164,7 @@ def memcpy_htod(dst, src: np.ndarray) -> None:
 def memcpy_dtoh(dst: np.ndarray, src) -> None:
     """Fill a host array from device memory; returns when the data has arrived."""
     dst = _writable(_host_array(dst, "memcpy_dtoh destination"), "memcpy_dtoh")
-    _check_fits(src, dst.nbytes, "memcpy_dtoh")
+    check_fits(src, dst.nbytes, "memcpy_dtoh")
     drv, _ = ensure_context()
     drv.cuMemcpyDtoH(dst.ctypes.data, device_pointer(src), dst.nbytes)
 
@@ -171,8 +172,8 @@ def memcpy_dtoh(dst: np.ndarray, src) -> None:
 def memcpy_dtod(dst, src, nbytes: int) -> None:
     """Copy `nbytes` between device buffers (asynchronous with respect to the host)."""
     nbytes = c_integer(nbytes, c_size_t, "memcpy_dtod: nbytes")
-    _check_fits(dst, nbytes, "memcpy_dtod destination")
-    _check_fits(src, nbytes, "memcpy_dtod source")
+    check_fits(dst, nbytes, "memcpy_dtod destination")
+    check_fits(src, nbytes, "memcpy_dtod source")
     drv, _ = ensure_context()
     drv.cuMemcpyDtoD(device_pointer(dst), device_pointer(src), nbytes)
 
@@ -181,7 +182,7 @@ def memcpy_htod_async(dst, src: np.ndarray, stream=None) -> None:
     """Queue a host-to-device copy on `stream`. From pinned memory it returns at once; from
     pageable memory the driver stages the bytes first, so `src` may be reused on return."""
     src = _host_array(src, "memcpy_htod_async source")
-    _check_fits(dst, src.nbytes, "memcpy_htod_async")
+    check_fits(dst, src.nbytes, "memcpy_htod_async")
     handle = stream_handle(stream, "memcpy_htod_async: stream")
     drv, _ = ensure_context()
     drv.cuMemcpyHtoDAsync(device_pointer(dst), src.ctypes.data, src.nbytes, handle)
@@ -191,7 +192,7 @@ def memcpy_dtoh_async(dst: np.ndarray, src, stream=None) -> None:
     """Queue a device-to-host copy on `stream`. Into pinned memory it returns at once (read
     `dst` only after synchronising); into pageable memory the driver waits for it."""
     dst = _writable(_host_array(dst, "memcpy_dtoh_async destination"), "memcpy_dtoh_async")
-    _check_fits(src, dst.nbytes, "memcpy_dtoh_async")
+    check_fits(src, dst.nbytes, "memcpy_dtoh_async")
     handle = stream_handle(stream, "memcpy_dtoh_async: stream")
     drv, _ = ensure_context()
     drv.cuMemcpyDtoHAsync(dst.ctypes.data, device_pointer(src), dst.nbytes, handle)
@@ -199,39 +200,48 @@ def memcpy_dtoh_async(dst: np.ndarray, src, stream=None) -> None:
 
 def memcpy_dtod_async(dst, src, nbytes: int, stream=None) -> None:
     nbytes = c_integer(nbytes, c_size_t, "memcpy_dtod_async: nbytes")
-    _check_fits(dst, nbytes, "memcpy_dtod_async destination")
-    _check_fits(src, nbytes, "memcpy_dtod_async source")
+    check_fits(dst, nbytes, "memcpy_dtod_async destination")
+    check_fits(src, nbytes, "memcpy_dtod_async source")
     handle = stream_handle(stream, "memcpy_dtod_async: stream")
     drv, _ = ensure_context()
     drv.cuMemcpyDtoDAsync(device_pointer(dst), device_pointer(src), nbytes, handle)
 
 
-def memset_d8(dst, value: int, count: int, stream=None) -> None:
-    """Set `count` bytes to `value` (0-255), in stream order."""
-    value = integer(value, "memset_d8: value")
-    if not 0 <= value <= 0xFF:
-        raise ValueError(f"memset_d8: value {value} is not a byte")
-    count = c_integer(count, c_size_t, "memset_d8: count")
-    _check_fits(dst, count, "memset_d8")
-    handle = stream_handle(stream, "memset_d8: stream")
+# bits -> (the word size in bytes, how a value that is not one is named, the driver functions)
+_MEMSET_WORDS = {8: (1, "a byte", "cuMemsetD8", "cuMemsetD8Async"),
+                 16: (2, "a 16-bit pattern", "cuMemsetD16", "cuMemsetD16Async"),
+                 32: (4, "a 32-bit pattern", "cuMemsetD32", "cuMemsetD32Async")}
+
+
+def _memset(bits: int, dst, value: int, count: int, stream) -> None:
+    """cuMemsetD{bits} (synchronous, stream None) or cuMemsetD{bits}Async on `stream`:
+    `count` words of `value`, every argument checked first."""
+    name = f"memset_d{bits}"
+    size, word, synchronous, asynchronous = _MEMSET_WORDS[bits]
+    value = integer(value, f"{name}: value")         # a float would be truncated, not its bits
+    if not 0 <= value < 1 << bits:
+        raise ValueError(f"{name}: value {value} is not {word}")
+    count = c_integer(count, c_size_t, f"{name}: count")
+    check_fits(dst, size * count, name)
+    handle = stream_handle(stream, f"{name}: stream")
     drv, _ = ensure_context()
     if stream is None:
-        drv.cuMemsetD8(device_pointer(dst), value, count)
+        getattr(drv, synchronous)(device_pointer(dst), value, count)
     else:
-        drv.cuMemsetD8Async(device_pointer(dst), value, count, handle)
+        getattr(drv, asynchronous)(device_pointer(dst), value, count, handle)
+
+
+def memset_d8(dst, value: int, count: int, stream=None) -> None:
+    """Set `count` bytes to `value` (0-255), in stream order."""
+    _memset(8, dst, value, count, stream)
+
+
+def memset_d16(dst, value: int, count: int, stream=None) -> None:
+    """Set `count` 16-bit words to `value` (a bit pattern), in stream order."""
+    _memset(16, dst, value, count, stream)
 
 
 def memset_d32(dst, value: int, count: int, stream=None) -> None:
     """Set `count` 32-bit words to `value` (a bit pattern: use np.float32(x).view(np.uint32)
     for a float), in stream order."""
-    value = integer(value, "memset_d32: value")         # a float would be truncated, not its bits
-    if not 0 <= value <= 0xFFFFFFFF:
-        raise ValueError(f"memset_d32: value {value} is not a 32-bit pattern")
-    count = c_integer(count, c_size_t, "memset_d32: count")
-    _check_fits(dst, 4 * count, "memset_d32")
-    handle = stream_handle(stream, "memset_d32: stream")
-    drv, _ = ensure_context()
-    if stream is None:
-        drv.cuMemsetD32(device_pointer(dst), value, count)
-    else:
-        drv.cuMemsetD32Async(device_pointer(dst), value, count, handle)
+    _memset(32, dst, value, count, stream)

@@ -17,7 +17,7 @@ from ..capi.memory_constants import MEMORY_TYPE
 from ..capi.structs import CUDA_MEMCPY2D, CUDA_MEMCPY3D
 from .checked import c_integer, integer
 from .context import ensure_context
-from .memory import DeviceAllocation, device_pointer
+from .memory import DeviceAllocation, check_fits, device_pointer
 from .stream import stream_handle
 
 HOST, DEVICE = MEMORY_TYPE["CU_MEMORYTYPE_HOST"], MEMORY_TYPE["CU_MEMORYTYPE_DEVICE"]
@@ -157,26 +157,6 @@ def copy_3d(dst, src, extent=None, *, dst_pitch=None, dst_height=None, src_pitch
         drv.cuMemcpy3DAsync(ctypes.byref(c), handle)
 
 
-def _fits(dst, span: int, what: str) -> None:
-    if isinstance(dst, DeviceAllocation) and span > dst.size:
-        raise ValueError(f"{what}: {span} bytes do not fit the {dst.size}-byte device allocation")
-
-
-def memset_d16(dst, value: int, count: int, stream=None) -> None:
-    """Set `count` 16-bit words to `value` (a bit pattern), in stream order."""
-    value = integer(value, "memset_d16: value")
-    if not 0 <= value <= 0xFFFF:
-        raise ValueError(f"memset_d16: value {value} is not a 16-bit pattern")
-    count = c_integer(count, c_size_t, "memset_d16: count")
-    _fits(dst, 2 * count, "memset_d16")
-    handle = stream_handle(stream, "memset_d16: stream")
-    drv, _ = ensure_context()
-    if stream is None:
-        drv.cuMemsetD16(device_pointer(dst), value, count)
-    else:
-        drv.cuMemsetD16Async(device_pointer(dst), value, count, handle)
-
-
 def memset_d2d32(dst, value: int, width: int, height: int, pitch: int | None = None, stream=None) -> None:
     """Set `width` 32-bit words in each of `height` rows `pitch` bytes apart (a
     PitchedAllocation's own by default) to `value` (a bit pattern), in stream order."""
@@ -189,7 +169,7 @@ def memset_d2d32(dst, value: int, width: int, height: int, pitch: int | None = N
     width, height, pitch = _offsets(width, height, pitch, what="memset_d2d32: width, height and pitch")
     if height > 1 and pitch < 4 * width:
         raise ValueError(f"memset_d2d32: {width} words do not fit a pitch of {pitch} bytes")
-    _fits(dst, (height - 1) * pitch + 4 * width if height else 0, "memset_d2d32")
+    check_fits(dst, (height - 1) * pitch + 4 * width if height else 0, "memset_d2d32")
     handle = stream_handle(stream, "memset_d2d32: stream")
     drv, _ = ensure_context()
     if stream is None:
