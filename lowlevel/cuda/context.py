@@ -46,10 +46,9 @@ class _ThreadContext(threading.local):
 # Thread-local state with class defaults: reading an attribute a thread never set finds the
 # default instead of raising and catching AttributeError inside getattr (ensure_context runs
 # once per op, so that costs a few tenths of a microsecond per op).
-_current_device = _CurrentDevice()
-# The same object, public: the thread's current device for a module's hot path to read
+# The thread's current device; public, for a module's hot path to read
 # (`device_of_thread.ordinal` is current_device_ordinal() without its frame).
-device_of_thread = _current_device
+device_of_thread = _CurrentDevice()
 _thread_current = _ThreadContext()
 _lock = threading.Lock()
 shutting_down = False
@@ -72,7 +71,7 @@ on_switch(_moved)           # use_driver(): another driver
 
 
 def current_device_ordinal() -> int:
-    return _current_device.ordinal
+    return device_of_thread.ordinal
 
 
 def _primary(drv: Driver, ordinal: int) -> _PrimaryContext:
@@ -115,7 +114,7 @@ def ensure_context() -> tuple[Driver, _PrimaryContext]:
         return ensured[1]
     epoch = _epoch                  # read before the lookups: a change during them moves it
     drv = get_driver()
-    ordinal = _current_device.ordinal
+    ordinal = device_of_thread.ordinal
     ctx = _contexts.get((id(drv), ordinal)) or _primary(drv, ordinal)
     if _thread_current.context != (id(drv), ctx.handle, ctx.generation):
         _make_current(drv, ctx)
@@ -324,8 +323,8 @@ class Device:
 
     def set_current(self) -> None:
         """Make this device the one the calling thread's work goes to."""
-        if _current_device.ordinal != self.ordinal:
-            _current_device.ordinal = self.ordinal
+        if device_of_thread.ordinal != self.ordinal:
+            device_of_thread.ordinal = self.ordinal
             _moved()
 
     @property
