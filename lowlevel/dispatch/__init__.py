@@ -11,22 +11,23 @@
     register_backend("MyDevice", "mydevice")            a new backend key with its device type
     register_fallthrough(key, "add")                     let an op pass through a key
     register_fallback(key, fn)                           a kernel for every op at a key
+    register_decomposition("mul.Scalar", fn)             an op as other ops, where no kernel takes it
     explain("add", a, b)                                 the route, as text
 
 A call is one key-set computation and one lookup in the op's table. The dispatcher reads
 its arguments duck-typed (`.device.type`, `.dtype.name`) and imports nothing of the
 frontend or the backends.
 """
-from .dispatcher import (NotImplementedForKey, call, dtype_of, exclude, explain, include, is_excluded,
+from .dispatcher import (AUTOGRAD_BIT, NotImplementedForKey, call, call_known, dtype_of, exclude, explain, include, is_excluded,
                          keyset_bits, keyset_for, redispatch, route, route_through)
 from .keys import (CPU, CUDA, Autograd, DispatchKey, KeySet, Profiler, add_key, backend_for, register_backend,
                    register_key)
 from .profiler import profile
-from .table import op_table, register_fallback, register_fallthrough, register_kernel
+from .table import op_table, register_decomposition, register_fallback, register_fallthrough, register_kernel
 
 __all__ = [
-    "CPU", "CUDA", "Autograd", "DispatchKey", "KeySet", "NotImplementedForKey", "Profiler", "add_key", "backend_for",
-    "call", "dtype_of", "exclude", "explain", "include", "is_excluded", "keyset_bits", "keyset_for", "op_table", "profile",
-    "redispatch", "register_backend", "register_fallback", "register_fallthrough", "register_kernel",
+    "AUTOGRAD_BIT", "CPU", "CUDA", "Autograd", "DispatchKey", "KeySet", "NotImplementedForKey", "Profiler", "add_key", "backend_for",
+    "call", "call_known", "dtype_of", "exclude", "explain", "include", "is_excluded", "keyset_bits", "keyset_for", "op_table", "profile",
+    "redispatch", "register_backend", "register_decomposition", "register_fallback", "register_fallthrough", "register_kernel",
     "register_key", "route", "route_through",
 ]

@@ -127,9 +127,23 @@ def _top_entry(op_name: str, bits: int):
     return op, (op.entries[acting.bit_length() - 1] if acting else None)
 
 
+def _kernel_of(entry, dtype: str | None):
+    """The Registration of the kernel that `entry` (a key's, or None) runs for `dtype`;
+    None where the key has a fallback instead, or no kernel for the dtype."""
+    return None if entry is None or entry.fallback is not None else entry.kernel_for(dtype)
+
+
 def _run(op_name: str, bits: int, args, kwargs):
     """One lookup: the highest acting key of the op's table in `bits`, then its entry."""
     op, entry = _top_entry(op_name, bits)
+    decomposition = table.decompositions.get(op_name)
+    if decomposition is not None:
+        kernel = _kernel_of(entry, dtype_of(args))
+        fn = decomposition.fn if kernel is None else kernel.fn
+        if len(table.resolved) >= table.RESOLVED_LIMIT:
+            table.resolved.clear()
+        table.resolved[(op_name, bits, dtype_of(args))] = fn
+        return fn(*args, **kwargs)
     if op is None:
         raise NotImplementedForKey(f"no kernels are registered for op {op_name!r}")
     if entry is None:
@@ -192,6 +206,19 @@ def call(op_name: str, *args, **kwargs):
     return fn(*args, **kwargs) if kwargs else fn(*args)
 
 
+def call_known(op_name: str, bits: int, dtype: str | None, *args):
+    """call() for a caller that has computed what call's pass over the arguments would: the
+    bits of its tensors' backend keys (and Autograd's, where one requires grad) and the
+    dtype name of the first. The thread's include and exclude sets are applied here, as
+    call applies them; the rest is call's one lookup."""
+    if _blocks:
+        bits = (bits | _tls.include) & ~_tls.exclude
+    fn = _resolved.get((op_name, bits, dtype))
+    if fn is None:
+        return _run(op_name, bits, args, {})
+    return fn(*args)
+
+
 def redispatch(op_name: str, keyset: KeySet, *args, **kwargs):
     """Run `op_name` with the highest key of `keyset` that has something for it."""
     bits = keyset.bits
@@ -210,7 +237,7 @@ def resolve(op_name: str, keyset: KeySet, args):
     if fn is not None:
         return fn
     _, entry = _top_entry(op_name, keyset.bits)
-    kernel = None if entry is None or entry.fallback is not None else entry.kernel_for(dtype)
+    kernel = _kernel_of(entry, dtype)
     return None if kernel is None else kernel.fn
 
 
@@ -249,6 +276,10 @@ def explain(op_name: str, *args, **kwargs) -> Explanation:
     keyset = keyset_for(args, kwargs)
     dtype = dtype_of(args)
     lines = [f"{op_name}: key set {keyset!r}, dtype {dtype}"]
+    decomposition = table.decompositions.get(op_name)
+    if decomposition is not None and _kernel_of(_top_entry(op_name, keyset.bits)[1], dtype) is None:
+        lines.append(f"  decomposition {decomposition.where}: runs {op_name} as other ops, each dispatched in full")
+        return Explanation("\n".join(lines))
     ends = False
     for key, what, found in _walk(op_name, keyset, dtype):
         if what == "nothing":

@@ -65,6 +65,10 @@ _op_fallthrough: dict[str, int] = {}           # op -> bits of the keys it passe
 _all_fallthrough = 0                           # bits of the keys every op passes through
 _fallbacks: dict[DispatchKey, Registration] = {}
 tables: dict[str, OpTable] = {}                # op -> its computed table: what a call reads
+# op -> what runs it where its table's highest acting key has no kernel of the call's dtype
+# (or is a fallback): the op rewritten as other ops, each dispatched in full (as PyTorch's
+# CompositeImplicitAutograd kernels are, below a backend's own kernel for the op)
+decompositions: dict[str, Registration] = {}
 # (op, key set bits, dtype) -> the kernel function a call with them ran: the dispatcher's one
 # lookup for a repeat call. Only kernels are kept (a fallback, or an error, takes the full
 # route every time), and any registration empties it, since it may change any answer.
@@ -111,6 +115,14 @@ def register_kernel(op: str, key: DispatchKey, fn=None, dtypes=None, name: str |
         _recompute([op])
         return fn
     return register(fn) if fn is not None else register
+
+
+def register_decomposition(op: str, fn, name: str | None = None) -> None:
+    """Let `fn(*args)` run `op` as other ops wherever no kernel of the op's highest acting
+    key takes the call: no key has one, the key has none for the dtype, or the key is a
+    fallback's (Autograd and Profiler then see the ops `fn` makes, not `op`)."""
+    decompositions[op] = Registration.of(fn, name)
+    resolved.clear()
 
 
 def register_fallthrough(key: DispatchKey, op: str | None = None) -> None:

@@ -24,7 +24,7 @@ from . import dtypes as dt
 from .creation import from_numpy_values, full, scalar_tensor
 from .device import Device, on_their_device
 from .dtypes import DType, as_dtype, is_dtype_name
-from .fast_ops import binary_op, unary_op
+from .fast_ops import COMMUTATIVE, NUMBER_OVERLOADS, binary_op, unary_op
 from .shapes import broadcast_shapes
 from .tensor import Tensor
 
@@ -67,8 +67,16 @@ def _binary(op: str, a, b) -> Tensor:
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         _same_device_and_dtype(op, a, b)
         broadcast_shapes(op, a.shape, b.shape)
-    # A Python number becomes a 0-d tensor of the other operand's dtype and device, that
-    # carries the number too (a kernel may take it as an argument).
+    # A Python float goes as the op's number overload (fast_ops.binary_op, which makes it a
+    # 0-d tensor where no kernel takes it); any other number becomes a 0-d tensor of the
+    # other operand's dtype and device, that carries the number too (a kernel may take it
+    # as an argument).
+    overload = NUMBER_OVERLOADS.get(op)
+    if overload is not None and (type(b) is float or (type(a) is float and op in COMMUTATIVE)):
+        a, b = (a, b) if type(b) is float else (b, a)
+        if trace.active is not None:
+            trace.note_validation(op, time.perf_counter() - start)
+        return call(overload, a, b)
     a, b = (x if isinstance(x, Tensor) else scalar_tensor(x, like.dtype, like.device) for x in (a, b))
     if trace.active is not None:
         trace.note_validation(op, time.perf_counter() - start)

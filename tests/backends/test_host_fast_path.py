@@ -47,10 +47,57 @@ def test_a_number_operand_is_a_kernel_argument_not_a_copy(driver, rng, name):
     np.testing.assert_array_equal(out.numpy(), _float32_reference(fn, x.numpy(), 2.5))
 
 
-def test_a_number_that_overflows_float32_is_inf_as_in_numpy(driver, rng):
+@pytest.mark.parametrize("s", [1e39, -1e39, 3.4028235677973366e38, -3.4028235677973366e38, float("nan"),
+                               float("inf")])
+def test_a_number_that_overflows_float32_is_inf_as_in_numpy(driver, rng, s):
+    """(2 - 2**-24) * 2**127 is the float64 midpoint between float32's largest value and 2**128:
+    from it up a float64 rounds to inf."""
     x = rng.standard_normal(64).astype(np.float32)
-    got = (ll.tensor(x, device="cuda") * 1e39).numpy()
-    np.testing.assert_array_equal(got, _float32_reference(lambda a, s: a * s, x, 1e39))
+    with np.errstate(over="ignore"):
+        want = _float32_reference(lambda a, v: a * v, x, s)
+    np.testing.assert_array_equal((ll.tensor(x, device="cuda") * s).numpy(), want)
+    np.testing.assert_array_equal((ll.tensor(x, device="cuda") * np.nextafter(s, 0)).numpy(),
+                                  _float32_reference(lambda a, v: a * v, x, np.nextafter(s, 0)))
+
+
+NUMBER_OVERLOADS = {"x + s": lambda x, s: x + s, "s + x": lambda x, s: s + x, "x - s": lambda x, s: x - s,
+                    "x * s": lambda x, s: x * s, "s * x": lambda x, s: s * x, "x / s": lambda x, s: x / s}
+
+
+@pytest.mark.parametrize("name", NUMBER_OVERLOADS)
+def test_a_new_float_makes_no_0d_tensor_even_the_first_time(driver, rng, name):
+    """tensor OP float (and float + or * tensor) dispatches the op's `.Scalar` overload,
+    whose float32 kernel takes the number as an argument: no 0-d tensor is made for a number
+    never seen before (before: a host-to-device copy of it, at its first use)."""
+    fn = NUMBER_OVERLOADS[name]
+    x = ll.tensor(rng.standard_normal(100).astype(np.float32), device="cuda")
+    fn(x, 2.5)                                        # warm: the kernel loaded
+    s = float(rng.uniform(1, 2))
+    with trace.Recorder() as rec:
+        out = fn(x, s)
+    assert [c["symbol"] for c in rec.calls] == ["cuLaunchKernel"]
+    np.testing.assert_array_equal(out.numpy(), _float32_reference(fn, x.numpy(), s))
+
+
+def test_the_number_overload_elsewhere_is_the_0d_tensor_op(driver, rng):
+    """Where no kernel takes `mul.Scalar` (float16, the CPU) or a fallback acts first
+    (Autograd, the Profiler), the decomposition runs the tensor op on the number's 0-d
+    tensor: the values, the gradient and the recorded op are those of `mul`."""
+    h = rng.standard_normal(40).astype(np.float16)
+    np.testing.assert_array_equal((ll.tensor(h, device="cuda") * 2.5).numpy(), h * np.float16(2.5))
+    c = rng.standard_normal(40).astype(np.float32)
+    np.testing.assert_array_equal((ll.tensor(c) * 2.5).numpy(), c * np.float32(2.5))
+    assert "decomposition" in ll.dispatch.explain("mul.Scalar", ll.tensor(h, device="cuda"), 2.5)
+    g = ll.tensor(c, device="cuda", requires_grad=True)
+    y = g * 3.0
+    assert type(y.grad_fn).__name__ == "Node" and y.grad_fn.name == "MulBackward"
+    y.sum().backward()
+    np.testing.assert_array_equal(g.grad.numpy(), np.full(40, 3.0, np.float32))
+    x = ll.tensor(c, device="cuda")
+    with ll.profile() as prof:
+        x * 2.0
+        2.0 * x
+    assert [r["op"] for r in prof.records] == ["mul", "mul"]
 
 
 def test_a_strided_operand_of_a_scalar_op(driver, rng):

@@ -78,27 +78,17 @@ def _binary_kernel(op: str, name: str):
                      f"{name}_{sfx}").read_through_strides(name, a, b)
 
     scalar_kernels = _SCALAR.get(op)
-
-    def with_scalar(x: Tensor, s: float, name: str) -> Tensor:
-        """x OP s (or s OP x) with s a kernel argument: no copy of s, no broadcast of it."""
-        key = (name, x.shape, x.strides)
-        p = plans.get(key) or plans.add(key, _Plan(x.shape, (x,), "scalar_f32", name))
-        return launch_new(p, x.dtype, x.device, (x if p.ready[0] else materialize(x, p.shape),), (s, p.n))
+    # x OP s and s OP x, for a number's 0-d tensor (creation.scalar_tensor) of float32
+    with_scalar = tuple(number_kernel(k) for k in scalar_kernels) if scalar_kernels is not None else None
 
     def kernel(a: Tensor, b: Tensor) -> Tensor:
         # `not t.shape`: t.ndim == 0, without the property's frame (tested first: a tensor's
         # shape is its own attribute, scalar_value a class default for all but numbers)
-        if (not b.shape or not a.shape) and scalar_kernels is not None and a.dtype is dt.float32:
-            s = b.scalar_value
-            if s is not None and not b.shape:
-                # with_scalar(a, s, scalar_kernels[0]), inline: x * 2.0 is the common case
-                key = (scalar_kernels[0], a.shape, a.strides)
-                p = plans.get(key) or plans.add(key, _Plan(a.shape, (a,), "scalar_f32", scalar_kernels[0]))
-                if p.direct:
-                    return launch_new(p, a.dtype, a.device, (a,), (s, p.n))
-                return with_scalar(a, s, scalar_kernels[0])
+        if (not b.shape or not a.shape) and with_scalar is not None and a.dtype is dt.float32:
+            if b.scalar_value is not None and not b.shape:
+                return with_scalar[0](a, b.scalar_value)
             if a.scalar_value is not None and not a.shape:
-                return with_scalar(b, a.scalar_value, scalar_kernels[1])
+                return with_scalar[1](b, a.scalar_value)
         key = (a.dtype, a.shape, a.strides, b.shape, b.strides)
         p = plans.get(key) or plans.add(key, plan(a, b))
         if p.direct:
@@ -107,6 +97,26 @@ def _binary_kernel(op: str, name: str):
         a2 = a if ready_a or p.kernel is None else materialize(a, p.shape)
         b2 = b if ready_b or p.kernel is None else materialize(b, p.shape)
         return launch_new(p, a.dtype, a.device, (a2, b2), p.extra)
+    return kernel
+
+
+# From here up (in magnitude) a float64 rounds to float32's infinity: what the number's
+# float32 0-d tensor would hold, and struct (packing the kernel argument) refuses to round
+F32_OVERFLOW = (2 - 2 ** -24) * 2 ** 127
+
+
+def number_kernel(name: str):
+    """x OP s for a float32 tensor and a Python float, `name` a kernel of ptx/scalar_f32.ptx:
+    s is the kernel's float32 argument (no 0-d tensor, no broadcast), rounded as the number's
+    0-d tensor would hold it. Registered as the ops' `.Scalar` overloads (frontend/fast_ops)."""
+    plans = Plans()
+
+    def kernel(x: Tensor, s: float) -> Tensor:
+        if not -F32_OVERFLOW < s < F32_OVERFLOW and s == s:
+            s = math.copysign(math.inf, s)
+        key = (x.shape, x.strides)
+        p = plans.get(key) or plans.add(key, _Plan(x.shape, (x,), "scalar_f32", name))
+        return launch_new(p, x.dtype, x.device, (x if p.ready[0] else materialize(x, p.shape),), (s, p.n))
     return kernel
 
 
@@ -137,6 +147,8 @@ _MORE_DTYPES = {"add": _INTS_AND_F64, "sub": _INTS_AND_F64, "mul": _INTS_AND_F64
 def _register() -> None:
     for op, name in _BINARY.items():
         register_kernel(op, CUDA, _binary_kernel(op, name), dtypes=[*_HALF_AND_FLOAT, *_MORE_DTYPES[op]], name=op)
+    for op, (name, _) in _SCALAR.items():
+        register_kernel(f"{op}.Scalar", CUDA, number_kernel(name), dtypes=[dt.float32], name=f"{op}_scalar")
     for op, name in _UNARY.items():
         register_kernel(op, CUDA, _unary_kernel(op, name), dtypes=[*_HALF_AND_FLOAT, *_MORE_DTYPES[op]], name=op)
     for op in UNARY_F32:
