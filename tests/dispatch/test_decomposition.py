@@ -20,7 +20,7 @@ def test_a_kernel_wins_where_one_takes_the_dtype_and_the_decomposition_runs_else
 
 def test_a_fallback_on_top_sees_the_decomposed_ops_not_the_op(rng):
     x = ll.tensor(rng.standard_normal(4).astype(np.float32))
-    key = dispatch.register_key("DecompCounter", 64)
+    key = dispatch.register_key("DecompCounter", 121)
     seen = []
 
     def counting(op, below, args, kwargs):
