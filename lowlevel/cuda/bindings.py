@@ -40,6 +40,26 @@ def bind_python(functions: dict) -> dict:
     bound = {}
     for name in PROTOTYPES:
         if name in functions:
-            bound[name] = prototype(name)(functions[name])
+            bound[name] = python_caller(prototype(name)(functions[name]), CUresult, PROTOTYPES[name][1])
     return bound
 
+
+def python_caller(callback, restype, argtypes):
+    """The C function pointer `callback` (Python's, made by a CFUNCTYPE), called from Python
+    through a foreign function that keeps Python's lock (ctypes.PYFUNCTYPE), with the same
+    argument conversion. A call through the callback's own type drops the lock on the way
+    into C only for the callback to take it back at once: while the emulator's worker
+    threads run kernels, that hands the lock to them and waits to get it back, at every
+    call (thread switches that `lowlevel trace` counted as lowlevel's own host time). The
+    caller keeps the callback alive, and says it keeps the lock (`keeps_lock`)."""
+    caller = ctypes.PYFUNCTYPE(restype, *argtypes)(ctypes.cast(callback, ctypes.c_void_p).value)
+    caller.callback, caller.keeps_lock = callback, True
+    return caller
+
+
+def raw_function(cfunc):
+    """The C function at `cfunc`'s address, untyped (for a caller that passes C values and
+    ints, without ctypes' per-call conversion), of the same kind: keeping Python's lock where
+    `cfunc` does (python_caller), else releasing it for the call, as a real library's is."""
+    kind = ctypes.PYFUNCTYPE if getattr(cfunc, "keeps_lock", False) else ctypes.CFUNCTYPE
+    return kind(ctypes.c_int)(ctypes.cast(cfunc, ctypes.c_void_p).value)

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import trace
 from . import profiling
+from .bindings import python_caller, raw_function
 from .checked import IntegerArguments
 from ..capi.cublas_constants import COMPUTE_TYPE, DATA_TYPE, MATH_MODE, OPERATION, STATUS
 from .context import ContextBound, ContextResource, ensure_context, on_reset
@@ -187,7 +188,7 @@ def load_emulated(driver: Driver) -> Cublas:
 
     def lookup(name, restype, argtypes):
         impl = implementations.get(name)
-        return None if impl is None else ctypes.CFUNCTYPE(restype, *argtypes)(impl)
+        return None if impl is None else python_caller(ctypes.CFUNCTYPE(restype, *argtypes)(impl), restype, argtypes)
     return Cublas(driver.kind, _bind(lookup), f"cuBLAS of the {driver.description}", driver)
 
 
@@ -378,7 +379,7 @@ class PreparedSgemm:
         if trace.active is None:
             # the C function at the same address, without ctypes' per-call conversion (the
             # arguments are C values already); `fn` is kept, so it stays alive
-            self._raw = ctypes.CFUNCTYPE(c_int)(ctypes.cast(fn, c_void_p).value)
+            self._raw = raw_function(fn)
             self._bound, self._seen = fn, seen
 
 

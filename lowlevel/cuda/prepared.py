@@ -35,6 +35,7 @@ from ctypes import c_uint, c_void_p
 import numpy as np
 
 from .. import trace
+from .bindings import raw_function
 from .checked import c_integer, integer
 from .kernel_args import pack_value
 from .stream import stream_handle
@@ -276,7 +277,7 @@ class PreparedLaunch:
     def _bind(self, cfunc) -> None:
         """The C function at the same address, called without per-call argument conversion
         (the arguments are ctypes values already); `cfunc` is kept, so it stays alive."""
-        self._raw = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.cast(cfunc, c_void_p).value)
+        self._raw = raw_function(cfunc)
         # the kernel and the configuration, the same C values at every call: bound once
         self._configured = functools.partial(self._raw, self._c_handle, *self._config)
         self._cfunc = cfunc
