@@ -29,6 +29,7 @@ overhead: its Python and the ctypes crossings.
 import contextlib
 import io
 import sys
+import threading
 import time
 
 import numpy as np
@@ -222,7 +223,7 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
     line(f"    the traced call: {host_s * 1e6:.1f} us from the Python call to its return (validation "
          f"{validation * 1e6:.1f} us, C calls {crossing * 1e6:.1f} us, the rest dispatch, backend Python and the "
          f"trace's own bookkeeping)")
-    out.extend(_summary(split, device_ms, emulated))
+    out.extend(_summary(split, queued_split(work, drv, split["drain"]), device_ms, emulated))
     if timeline:
         out.extend(_timeline(profiled, timeline))
     return "\n".join(out)
@@ -240,55 +241,99 @@ def _timeline(profiled, path: str) -> list[str]:
             profiled.report(), f"    written to {path}: open it in ui.perfetto.dev or chrome://tracing"]
 
 
+def _timed_calls(work, emu, calls: int) -> dict:
+    """`work` called `calls` times: the wall and CPU time on this thread and, on the emulated
+    GPU (`emu`), the part of each spent inside the emulator's C functions, in seconds."""
+    if emu is not None:
+        emu.count_call_time(True)
+        inside_wall, inside_cpu = emu.call_time()
+    try:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        for _ in range(calls):
+            work()
+        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+    finally:
+        if emu is not None:
+            emu.count_call_time(False)
+    split = {"wall": wall, "cpu": cpu, "driver_wall": 0.0, "driver_cpu": 0.0}
+    if emu is not None:
+        after_wall, after_cpu = emu.call_time()
+        split["driver_wall"], split["driver_cpu"] = after_wall - inside_wall, after_cpu - inside_cpu
+    return split
+
+
 def _host_split(work, drv, repeats: int = 3) -> dict:
     """`work` called `repeats` more times, untraced, each on an idle device: the call with
-    the median own time, as its wall and CPU time on this thread and, on the emulated GPU,
-    the part of each spent inside the emulator's C functions."""
+    the median own time (_timed_calls' split), and in "drain" the seconds the device then
+    took to finish it."""
     emu = _emulator(drv)
     splits = []
     for _ in range(repeats):
         cuda.synchronize()                  # nothing of earlier work competes with the call
-        if emu is not None:
-            emu.count_call_time(True)
-            inside_wall, inside_cpu = emu.call_time()
-        try:
-            wall, cpu = time.perf_counter(), time.thread_time()
-            work()
-            wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
-        finally:
-            if emu is not None:
-                emu.count_call_time(False)
-        split = {"wall": wall, "cpu": cpu, "driver_wall": 0.0, "driver_cpu": 0.0}
-        if emu is not None:
-            after_wall, after_cpu = emu.call_time()
-            split["driver_wall"], split["driver_cpu"] = after_wall - inside_wall, after_cpu - inside_cpu
+        split = _timed_calls(work, emu, 1)
+        start = time.perf_counter()
+        cuda.synchronize()
+        split["drain"] = time.perf_counter() - start
         splits.append(split)
-    cuda.synchronize()
     return sorted(splits, key=lambda sp: sp["cpu"] - sp["driver_cpu"])[len(splits) // 2]
 
 
-def _summary(split: dict, device_ms: float, emulated: bool) -> list[str]:
-    """The closing lines: the host's time split, and lowlevel's own share against the device's."""
+QUEUED_CALLS = 20            # at most; fewer where the device would take long to drain them
+GATE_S = 10.0               # the host function holding the stream lets go by itself after this
+
+
+def queued_split(work, drv, drain_s: float) -> dict:
+    """`work` called several times in a row (QUEUED_CALLS, or fewer where the device takes
+    `drain_s` per call) while the stream waits for the host: a host function holds it until
+    the calls are made, so that the GPU runs none of them meanwhile (the emulator's Python
+    does not share the CPU with them) and the CPU fills the queue ahead of it. The time per
+    call, split as _timed_calls splits it, and the number of calls in "calls"."""
+    calls = max(1, min(QUEUED_CALLS, int(0.25 / max(drain_s, 1e-6))))
+    stream = cuda.current_stream() or cuda.Stream.legacy()
+    gate = threading.Event()
+    cuda.synchronize()
+    stream.add_callback(lambda: gate.wait(GATE_S))     # a call that waits for the GPU cannot hang
+    try:
+        split = _timed_calls(work, _emulator(drv), calls)
+    finally:
+        gate.set()
+    cuda.synchronize()
+    return {**{k: v / calls for k, v in split.items()}, "calls": calls}
+
+
+def _summary(split: dict, queued: dict, device_ms: float, emulated: bool) -> list[str]:
+    """The closing lines: the host's time split, one call after a synchronize and per call
+    of a queue (`queued`), and lowlevel's own share of a queued call against the device's."""
     us = {k: v * 1e6 for k, v in split.items()}
+    per = {k: v * 1e6 for k, v in queued.items() if k != "calls"}
     device_us = device_ms * 1e3
     if emulated:
         own = max(0.0, us["cpu"] - us["driver_cpu"])         # lowlevel's Python and the ctypes crossings
         waited = max(0.0, us["wall"] - us["cpu"] - (us["driver_wall"] - us["driver_cpu"]))
-        lines = [f"    untraced (median of 3 calls): {us['wall']:.1f} us, of which",
+        queued_own = max(0.0, per["cpu"] - per["driver_cpu"])
+        lines = [f"    untraced, one call after a synchronize (median of 3 calls): {us['wall']:.1f} us, of which",
                  f"      lowlevel (own Python and ctypes crossings): {own:.1f} us",
                  f"      driver (emulated): {us['driver_wall']:.1f} us inside the emulated driver's and cuBLAS's "
                  f"C functions (the emulator's Python; a real driver takes microseconds)",
-                 f"      waiting for the emulator's worker threads (Python's lock): {waited:.1f} us"]
+                 f"      waiting for the emulator's worker threads (Python's lock): {waited:.1f} us",
+                 f"    untraced, {queued['calls']} calls queued in a row (the GPU held until they are made), per call: "
+                 f"lowlevel {queued_own:.1f} us, driver (emulated) {per['driver_wall']:.1f} us",
+                 "      (lowlevel's figure includes ctypes' conversion of the arguments for the emulator's Python, and",
+                 "       lowlevel's code runs slower between the emulator's long stretches of Python on the same CPU:",
+                 "       tools/bench_host.py times lowlevel alone, with the launch a C no-op)"]
         where = "emulated GPU"
     else:
-        own = us["wall"]
-        lines = [f"    untraced (median of 3 calls): {us['wall']:.1f} us (lowlevel's Python, the ctypes crossings and the driver's "
-                 f"own time in its calls)"]
+        own, queued_own = us["wall"], per["wall"]
+        lines = [f"    untraced, one call after a synchronize (median of 3 calls): {us['wall']:.1f} us (lowlevel's "
+                 f"Python, the ctypes crossings and the driver's own time in its calls)",
+                 f"    untraced, {queued['calls']} calls queued in a row (the GPU held until they are made): "
+                 f"{queued_own:.1f} us per call"]
         where = "GPU"
     lines.append(f"    device: {device_us:.1f} us of work")
-    share = own / (own + device_us) * 100 if own + device_us else 0
-    lines.append(f"    about {own:.0f} us of lowlevel's host work for about {device_us:.0f} us of {where} work "
-                 f"({share:.0f}% of the total is host overhead)")
+    share = queued_own / (queued_own + device_us) * 100 if queued_own + device_us else 0
+    lines.append(f"    about {queued_own:.0f} us of lowlevel's host work per queued call for about {device_us:.0f} us "
+                 f"of {where} work ({share:.0f}% of the total is host overhead; {own:.0f} us for one call after a "
+                 f"synchronize)")
     return lines
 
 

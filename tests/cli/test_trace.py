@@ -32,7 +32,7 @@ def test_matmul_trace_shows_all_five_layers(driver):
     assert "CUDA       kernel lowlevel.backends.cuda.matmul.matmul  <- chosen" in text      # L3
     assert re.search(r"device time between events around the call: \d+\.\d us", text)   # L4
     assert re.search(r"sm_\d+, \d+ SMs", text)                                      # L5
-    assert re.search(r"about \d+ us of lowlevel's host work for about \d+ us of", text)
+    assert re.search(r"about \d+ us of lowlevel's host work per queued call for about \d+ us of", text)
     assert ("EMULATED GPU" in text) == (driver == "emu")
 
 
@@ -76,14 +76,34 @@ def figure(label, text):
 
 def test_the_summary_separates_lowlevel_from_the_emulated_driver():
     text = trace("add", "--size", "16")
-    total, own = figure("untraced (median of 3 calls)", text), figure("lowlevel (own Python and ctypes crossings)", text)
+    total = figure("untraced, one call after a synchronize (median of 3 calls)", text)
+    own = figure("lowlevel (own Python and ctypes crossings)", text)
     inside = figure("driver (emulated)", text)
     waited = figure("waiting for the emulator's worker threads (Python's lock)", text)
     assert inside > 0 and own > 0
     assert abs(own + inside + waited - total) <= 0.3         # the three parts, rounded to 0.1 us
-    # the closing line rounds the unrounded figure to 1 us: 66.5 shown as 66.5 may read 66 or 67
-    closing = re.search(r"about (\d+) us of lowlevel's host work", text)
-    assert closing is not None and abs(int(closing.group(1)) - own) <= 0.55, text
+    queued = re.search(r"untraced, (\d+) calls queued in a row \(the GPU held until they are made\), per call: "
+                       r"lowlevel ([\d.]+) us, driver \(emulated\) ([\d.]+) us", text)
+    assert queued is not None and int(queued.group(1)) == 20, text       # a tiny op: the most calls
+    queued_own, queued_inside = float(queued.group(2)), float(queued.group(3))
+    assert queued_own > 0 and queued_inside > 0
+    # the closing line rounds the unrounded figure to 1 us: 6.5 shown as 6.5 may read 6 or 7
+    closing = re.search(r"about (\d+) us of lowlevel's host work per queued call .*; (\d+) us for one call after a "
+                        r"synchronize\)", text)
+    assert closing is not None and abs(int(closing.group(1)) - queued_own) <= 0.55, text
+    assert abs(int(closing.group(2)) - own) <= 0.55, text
+
+
+def test_the_queued_calls_cannot_hang_on_a_call_that_waits_for_the_gpu(driver, monkeypatch):
+    """The host function that holds the stream lets go by itself: a call that synchronises
+    (here, the whole work) waits for it, then goes on."""
+    from lowlevel import cuda
+    from lowlevel.cli import trace as cli_trace
+    monkeypatch.setattr(cli_trace, "GATE_S", 0.2)
+    start = time.perf_counter()
+    split = cli_trace.queued_split(cuda.synchronize, driver, drain_s=0.1)      # 0.25 s / 0.1 s: 2 calls
+    assert split["calls"] == 2 and time.perf_counter() - start < 5
+    assert split["wall"] >= 0.1                 # the first call waited for the gate
 
 
 def test_time_inside_emulated_calls_is_not_counted_as_lowlevel(driver, monkeypatch):

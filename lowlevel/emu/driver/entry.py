@@ -31,14 +31,14 @@ def call_time() -> tuple[float, float]:
     return getattr(_spent, "wall", 0.0), getattr(_spent, "cpu", 0.0)
 
 
-def _timed(fn, args):
+def _timed(run, args):
     depth = getattr(_spent, "depth", 0)
     if depth:                           # a call made inside a call is counted once
-        return fn(*args)
+        return run(args)
     _spent.depth = 1
     wall, cpu = time.perf_counter(), time.thread_time()
     try:
-        return fn(*args)
+        return run(args)
     finally:
         _spent.depth = 0
         _spent.wall = getattr(_spent, "wall", 0.0) + time.perf_counter() - wall
@@ -89,6 +89,14 @@ class CFunctions(dict):
 
     def __call__(self, fn):
         """Register `fn` as the implementation of the C function of the same name."""
+        def run(args):
+            try:
+                # ctypes hands a NULL pointer to a callback as None; C code would see 0.
+                result = fn(*[0 if a is None else a for a in args])
+            except BaseException as exc:        # nothing may cross the C boundary
+                return self.failure(fn.__name__, exc)
+            return result if self.returns_status and result is not None else self.success
+
         @functools.wraps(fn)
         def entry(*args):
             if _stamping[0] and getattr(_call, "start_ns", None) is None:
@@ -97,13 +105,8 @@ class CFunctions(dict):
                     return entry(*args)
                 finally:
                     _call.start_ns = None
-            try:
-                # ctypes hands a NULL pointer to a callback as None; C code would see 0.
-                args = [0 if a is None else a for a in args]
-                result = _timed(fn, args) if _counting[0] else fn(*args)
-            except BaseException as exc:        # nothing may cross the C boundary
-                return self.failure(fn.__name__, exc)
-            return result if self.returns_status and result is not None else self.success
+            # timed from here: all of the call but ctypes' conversion of the arguments
+            return _timed(run, args) if _counting[0] else run(args)
         self[fn.__name__] = entry
         return entry
 
