@@ -374,3 +374,19 @@ def test_cpu_ops_give_ieee_specials_without_warnings_on_every_thread(recwarn):
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
     with np.errstate(over="raise"), pytest.raises(FloatingPointError):
         np.float32(3e38) * np.float32(10)                     # the caller's state is its own
+
+
+def test_a_float_in_a_captured_op_is_an_argument_of_the_captured_launch(driver, rng):
+    """x * s inside a capture: one kernel node whose argument is s (no memset of a 0-d
+    tensor); each replay computes with the number it was captured with."""
+    x = ll.tensor(rng.standard_normal(64).astype(np.float32), device="cuda")
+    x * 2.0                                             # warm: the kernel loaded
+    s = float(rng.uniform(1, 2))                        # a number never used before
+    with cuda.graph() as g:
+        y = x * s
+    assert g.nodes() == ["kernel"]
+    for _ in range(2):
+        values = rng.standard_normal(64).astype(np.float32)
+        x.copy_(ll.tensor(values, device="cuda"))
+        g.replay()
+        np.testing.assert_array_equal(y.numpy(), values * np.float32(s))
