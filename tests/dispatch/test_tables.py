@@ -92,3 +92,15 @@ def test_explain_names_where_each_kernel_was_defined(device, capsys):
             for registration in [*entry.kernels.values(), entry.default] if entry else []:
                 assert registration is None or "<locals>" not in registration.where, (op, registration)
                 assert registration is None or registration.where.startswith("lowlevel.backends."), registration
+
+
+def test_call_known_is_call_with_the_key_set_computed_by_the_caller(rng):
+    """What fast_ops uses: the caller's bits and dtype, plus the thread's include set."""
+    x = ll.tensor(rng.standard_normal(3).astype(np.float32))
+    dispatch.register_kernel("tables_known", dispatch.CPU, lambda t: "cpu kernel")
+    key = dispatch.register_key("TablesKnownWrapper", 122)
+    dispatch.register_kernel("tables_known", key, lambda t: "wrapper kernel")
+    assert dispatch.call_known("tables_known", x.device.key_bit, "float32", x) == "cpu kernel"
+    with dispatch.include(key):
+        assert dispatch.call_known("tables_known", x.device.key_bit, "float32", x) == "wrapper kernel"
+        assert dispatch.call("tables_known", x) == "wrapper kernel"
