@@ -284,16 +284,18 @@ GATE_S = 10.0               # the host function holding the stream lets go by it
 
 def queued_split(work, drv, drain_s: float) -> dict:
     """`work` called several times in a row (QUEUED_CALLS, or fewer where the device takes
-    `drain_s` per call) while the stream waits for the host: a host function holds it until
-    the calls are made, so that the GPU runs none of them meanwhile (the emulator's Python
-    does not share the CPU with them) and the CPU fills the queue ahead of it. The time per
-    call, split as _timed_calls splits it, and the number of calls in "calls"."""
-    calls = max(1, min(QUEUED_CALLS, int(0.25 / max(drain_s, 1e-6))))
+    `drain_s` per call: about a second of device work in all) while the stream waits for
+    the host: a host function holds it until the calls are made, so that the GPU runs none
+    of them meanwhile (the emulator's Python does not share the CPU with them) and the CPU
+    fills the queue ahead of it. The first call, after the synchronize, is not timed. The
+    time per timed call, split as _timed_calls splits it, and their number in "calls"."""
+    calls = max(2, min(QUEUED_CALLS, int(1.0 / max(drain_s, 1e-6))))
     stream = cuda.current_stream() or cuda.Stream.legacy()
     gate = threading.Event()
     cuda.synchronize()
     stream.add_callback(lambda: gate.wait(GATE_S))     # a call that waits for the GPU cannot hang
     try:
+        work()
         split = _timed_calls(work, _emulator(drv), calls)
     finally:
         gate.set()
