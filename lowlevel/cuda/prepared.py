@@ -20,8 +20,9 @@ the driver's checked function, so it is reported like any other call.
 
 `run_own` is for the backend's own values (addresses, counts, strides it computed, float
 parameters): not screened by type as a user's values are, still range-checked the same way
-(the same errors); values equal to the last call's (a float: the same object) are the bytes
-the buffer holds already and are not packed again.
+(the same errors); values equal to the last call's are the bytes the buffer holds already
+and are not packed again (floats equal in value have the same bytes, but zeros: values with
+a float zero are packed at every call).
 
 The buffer is reused: the driver copies the values at launch, and a call that finds it in
 use by another thread packs into a buffer of its own instead.
@@ -154,7 +155,9 @@ class PreparedLaunch:
             else:
                 try:
                     fast.pack_into(self._buffer, 0, *args)
-                    if own:
+                    # Floats equal in value have the same bytes, but for zeros (0.0 == -0.0):
+                    # values with a zero float are never taken as packed already.
+                    if own and not any(args[i] == 0 for i in self._floats):
                         self._packed = args
                     return
                 except (struct.error, OverflowError):
@@ -202,7 +205,7 @@ class PreparedLaunch:
         is still range-checked for its declared type (by struct, or by pack_value, which
         raises what launch raises, naming the kernel and the parameter). Values equal to the
         last call's are the bytes the buffer holds already, checked then, and are not packed
-        again; for a float, equal means the same object (0.0 == -0.0, but their bytes differ)."""
+        again (a float zero is always packed again: 0.0 == -0.0, but their bytes differ)."""
         module = self._module
         if module.context_generation != module.context.generation:
             module.check_context()
@@ -211,7 +214,7 @@ class PreparedLaunch:
             return
         try:
             packed = self._packed
-            if values != packed or (self._floats and not self._same_floats(values, packed)):
+            if values != packed:
                 self._write(values, own=True)
             # _call, inline (the op's hot path: one frame less)
             if self._launch.cfunc is not self._cfunc or self._driver.log_api or trace.active is not None:
@@ -226,13 +229,6 @@ class PreparedLaunch:
                 raise self._driver.error(code, self._launch.symbol)
         finally:
             self._lock.release()
-
-    def _same_floats(self, values: tuple, packed: tuple) -> bool:
-        """Whether each float value is the very object packed last (so the same bytes)."""
-        for i in self._floats:
-            if values[i] is not packed[i]:
-                return False
-        return True
 
     def _call(self, handle: int) -> None:
         """The C function on the packed buffer (with the lock held): bound directly, or
