@@ -29,7 +29,7 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import Imm, Reg
-from .operands import Mods, operands, unsupported
+from .operands import Mods, needs_target, operands, unsupported
 from .registry import provide, register
 
 F64 = np.float64
@@ -144,17 +144,6 @@ provide(_f8x2_from_f32=f8x2_from_f32, _f8x2_from_f16x2=f8x2_from_f16x2,
 # --- emitters ---------------------------------------------------------------------------
 
 
-def _needs(g, ins, sm: int, ptx: int, what: str) -> None:
-    """ptxas's target and version rules for the form `what`."""
-    k = g.ck.kernel
-    if k.binary_version < sm:
-        raise PtxError(ins.line, f"{what} requires .target sm_{sm} or higher "
-                                 f"(target sm_{k.binary_version}): {ins.text}")
-    if k.ptx_version < ptx:
-        raise PtxError(ins.line, f"{what} requires PTX ISA .version {ptx // 10}.{ptx % 10} or "
-                                 f"later: {ins.text}")
-
-
 def _register(g, ins, op, types: tuple, what: str):
     """ptxas takes only a register of one of `types` here (no immediate, no other type)."""
     rtype = g.ck.kernel.registers.get(op.name) if isinstance(op, Reg) else None
@@ -184,10 +173,7 @@ def emit_cvt_f8(g, ins):
     m.done()
     # ptxas: sm_90 with PTX 7.8, or sm_89 with PTX 8.1
     what = "cvt with .e4m3x2/.e5m2x2"
-    if g.ck.kernel.binary_version < 89:
-        raise PtxError(ins.line, f"{what} requires .target sm_89 or higher "
-                                 f"(target sm_{g.ck.kernel.binary_version}): {ins.text}")
-    _needs(g, ins, 89, 81 if g.ck.kernel.binary_version == 89 else 78, what)
+    needs_target(g, ins, 89, 81 if g.ck.kernel.binary_version == 89 else 78, what)
     if rnd != "rn":
         raise PtxError(ins.line, f"cvt with .e4m3x2/.e5m2x2 takes (and needs) .rn: {ins.text}")
     if len(got) != 2 or got[0] == got[1]:
@@ -232,13 +218,13 @@ def emit_cvt_tf32(g, ins):
     if mode is None:
         raise PtxError(ins.line, f"cvt.tf32.f32 needs .rna, .rn or .rz: {ins.text}")
     if mode == "rna":
-        _needs(g, ins, 80, 70, "cvt.rna.tf32.f32")
+        needs_target(g, ins, 80, 70, "cvt.rna.tf32.f32")
         if relu:
             raise PtxError(ins.line, f"cvt.rna.tf32.f32 takes no .relu: {ins.text}")
         if satfinite:
-            _needs(g, ins, 80, 81, ".satfinite on cvt.rna.tf32.f32")
+            needs_target(g, ins, 80, 81, ".satfinite on cvt.rna.tf32.f32")
     else:
-        _needs(g, ins, 90, 78, f"cvt.{mode}.tf32.f32")
+        needs_target(g, ins, 90, 78, f"cvt.{mode}.tf32.f32")
         if satfinite:            # PTX 8.6 and sm_100: beyond the emulated device
             raise PtxError(ins.line, f".satfinite on cvt.{mode}.tf32.f32 requires .target sm_100 "
                                      f"or higher: {ins.text}")

@@ -42,7 +42,7 @@ from ..ptx.errors import PtxError
 from ..ptx.ir import Imm, Reg, Vec
 from . import mma_shapes
 from .matrix import converged
-from .operands import Mods, operands, unsupported
+from .operands import Mods, needs_target, operands, unsupported
 from .registry import SPARSE, provide, register
 
 # (shape, family) -> how many threads of a quad give metadata
@@ -133,16 +133,6 @@ def _regs(ins, op, n: int, what: str) -> list:
     return elems
 
 
-def _needs(g, ins, sm: int, ptx: int, what: str) -> None:
-    k = g.ck.kernel
-    if k.binary_version < sm:
-        raise PtxError(ins.line, f"{what} requires .target sm_{sm} or higher "
-                                 f"(target sm_{k.binary_version}): {ins.text}")
-    if k.ptx_version < ptx:
-        raise PtxError(ins.line, f"{what} requires PTX ISA .version {ptx // 10}.{ptx % 10} or "
-                                 f"later: {ins.text}")
-
-
 def _types(ins, m: Mods) -> list[str]:
     got = [x for x in m.left if x in mma_shapes.PER_REG or x in ("f32", "s32")]
     for x in got:
@@ -163,11 +153,11 @@ def _check(g, ins, shape, ts, satfinite: bool, ordered: bool) -> str:
     if satfinite and family not in ("i8", "i4"):
         raise PtxError(ins.line, f".satfinite applies only to integer mma.sp: {ins.text}")
     if family == "f8":
-        _needs(g, ins, 89, 84, "mma.sp with the 8-bit floats (.e4m3, .e5m2)")
+        needs_target(g, ins, 89, 84, "mma.sp with the 8-bit floats (.e4m3, .e5m2)")
     else:
-        _needs(g, ins, 80, 71, "mma.sp")
+        needs_target(g, ins, 80, 71, "mma.sp")
     if ordered:
-        _needs(g, ins, 80, 85, "mma.sp::ordered_metadata")
+        needs_target(g, ins, 80, 85, "mma.sp::ordered_metadata")
     return family
 
 

@@ -68,6 +68,18 @@ class Mods:
             raise unsupported(self.ins, "modifier " + ", ".join("." + m for m in self.left))
 
 
+def needs_target(g, ins: Instruction, sm: int, ptx: int, what: str) -> None:
+    """ptxas's target and version rules for the form `what`: .target sm_`sm` or higher and
+    PTX ISA .version `ptx` (as tens: 78 is 7.8) or later, refused as ptxas refuses them."""
+    k = g.ck.kernel
+    if k.binary_version < sm:
+        raise PtxError(ins.line, f"{what} requires .target sm_{sm} or higher "
+                                 f"(target sm_{k.binary_version}): {ins.text}")
+    if k.ptx_version < ptx:
+        raise PtxError(ins.line, f"{what} requires PTX ISA .version {ptx // 10}.{ptx % 10} or "
+                                 f"later: {ins.text}")
+
+
 def operands(ins: Instruction, n: int) -> list:
     if len(ins.operands) != n:
         raise PtxError(ins.line, f"{ins.opcode} takes {n} operands, got "
