@@ -12,14 +12,13 @@ import itertools
 import numpy as np
 import pytest
 
-from helpers.fp8 import random_codes
+from helpers.mma_matrices import BITS, dims, random_matrix
 from helpers.memory import download, poisoned, upload
 from helpers.ptxas import ptxas_refusal
 from lowlevel import cuda
 
 WARPS = 2
 N = 32 * WARPS
-BITS = {"f16": 16, "bf16": 16, "tf32": 32, "s8": 8, "u8": 8, "s4": 4, "u4": 4, "e4m3": 8, "e5m2": 8}
 PAIRS = list(itertools.combinations(range(4), 2))          # the kept units of a chunk
 
 
@@ -50,29 +49,6 @@ THREADS = {("m16n8k16", 16): 1, ("m16n8k32", 16): 2, ("m16n8k8", 32): 1, ("m16n8
            ("m16n8k32", 8): 2, ("m16n8k64", 8): 4, ("m16n8k64", 4): 2, ("m16n8k128", 4): 4}
 
 
-def dims(shape):
-    m, rest = shape[1:].split("n")
-    n, k = rest.split("k")
-    return int(m), int(n), int(k)
-
-
-def random_values(rng, kind, shape):
-    """(values float64/int64, bits uint64)."""
-    if kind == "f16":
-        v = rng.standard_normal(shape).astype(np.float16)
-        return v.astype(np.float64), v.view(np.uint16).astype(np.uint64)
-    if kind in ("bf16", "tf32"):
-        mask = np.uint32(0xFFFF0000 if kind == "bf16" else 0xFFFFE000)
-        u = rng.standard_normal(shape).astype(np.float32).view(np.uint32) & mask
-        return u.view(np.float32).astype(np.float64), (u >> 16 if kind == "bf16" else u).astype(np.uint64)
-    if kind in ("e4m3", "e5m2"):
-        return random_codes(rng, kind, shape)
-    bits = BITS[kind]
-    lo, hi = (-(1 << (bits - 1)), 1 << (bits - 1)) if kind[0] == "s" else (0, 1 << bits)
-    v = rng.integers(lo, hi, shape)
-    return v.astype(np.int64), (v % (1 << bits)).astype(np.uint64)
-
-
 def sparse_a(rng, atype, m, k, ordered=True):
     """(full A values (WARPS, m, k), compressed bits (WARPS, m, k/2), pairs (WARPS, m, chunks, 2));
     without ::ordered_metadata half the pairs come reversed (the ISA leaves only equal
@@ -87,7 +63,7 @@ def sparse_a(rng, atype, m, k, ordered=True):
         if not ordered:
             flip = rng.integers(0, 2, (WARPS, m, chunks)).astype(bool)
             pairs[flip] = pairs[flip][:, ::-1]
-    vals, bits = random_values(rng, atype, (WARPS, m, k // 2))
+    vals, bits = random_matrix(rng, atype, (WARPS, m, k // 2))
     full = np.zeros((WARPS, m, k), vals.dtype)
     per_unit = unit // width if width < unit else 1      # elements in a unit (4-bit: 2)
     for w, r, q in itertools.product(range(WARPS), range(m), range(k // 2)):
@@ -201,7 +177,7 @@ def operands_for(rng, shape, atype, btype, ctype, selector, saturate, ordered=Tr
     m, n, k = dims(shape)
     width = BITS[atype]
     full, abits, pairs = sparse_a(rng, atype, m, k, ordered)
-    b, bbits = random_values(rng, btype, (WARPS, k, n))
+    b, bbits = random_matrix(rng, btype, (WARPS, k, n))
     ra = pack(abits, width, A_POS[(shape, width)], m * (k // 2) // 32)
     rb = pack(bbits, width, B_POS[width], k * n // 32)
     e = metadata(rng, pairs, THREADS[(shape, width)], selector)
