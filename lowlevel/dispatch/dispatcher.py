@@ -133,16 +133,22 @@ def _kernel_of(entry, dtype: str | None):
     return None if entry is None or entry.fallback is not None else entry.kernel_for(dtype)
 
 
+def _remember(op_name: str, bits: int, dtype: str | None, fn):
+    """Keep `fn` as what a call of (op, key set, dtype) runs (the repeat call's one lookup)."""
+    if len(table.resolved) >= table.RESOLVED_LIMIT:
+        table.resolved.clear()
+    table.resolved[(op_name, bits, dtype)] = fn
+    return fn
+
+
 def _run(op_name: str, bits: int, args, kwargs):
     """One lookup: the highest acting key of the op's table in `bits`, then its entry."""
     op, entry = _top_entry(op_name, bits)
     decomposition = table.decompositions.get(op_name)
     if decomposition is not None:
-        kernel = _kernel_of(entry, dtype_of(args))
-        fn = decomposition.fn if kernel is None else kernel.fn
-        if len(table.resolved) >= table.RESOLVED_LIMIT:
-            table.resolved.clear()
-        table.resolved[(op_name, bits, dtype_of(args))] = fn
+        dtype = dtype_of(args)
+        kernel = _kernel_of(entry, dtype)
+        fn = _remember(op_name, bits, dtype, decomposition.fn if kernel is None else kernel.fn)
         return fn(*args, **kwargs)
     if op is None:
         raise NotImplementedForKey(f"no kernels are registered for op {op_name!r}")
@@ -156,10 +162,7 @@ def _run(op_name: str, bits: int, args, kwargs):
     if kernel is None:
         raise NotImplementedForKey(f"{op_name} has no {entry.key.name} kernel for dtype {dtype} "
                                    f"(it has: {', '.join(entry.dtypes())})")
-    if len(table.resolved) >= table.RESOLVED_LIMIT:
-        table.resolved.clear()
-    table.resolved[(op_name, bits, dtype)] = kernel.fn
-    return kernel.fn(*args, **kwargs)
+    return _remember(op_name, bits, dtype, kernel.fn)(*args, **kwargs)
 
 
 _resolved = table.resolved          # the same dict (emptied in place by registrations)

@@ -16,6 +16,7 @@ element count, which operands must be made contiguous first, and (per context, s
 launch.OpPlan) the allocator and the prepared kernel. A repeat call is a dict lookup, one
 context lookup, the output's allocation and the launch.
 """
+import functools
 import math
 
 from ...dispatch import CUDA, register_kernel
@@ -105,10 +106,13 @@ def _binary_kernel(op: str, name: str):
 F32_OVERFLOW = (2 - 2 ** -24) * 2 ** 127
 
 
+@functools.cache
 def number_kernel(name: str):
     """x OP s for a float32 tensor and a Python float, `name` a kernel of ptx/scalar_f32.ptx:
     s is the kernel's float32 argument (no 0-d tensor, no broadcast), rounded as the number's
-    0-d tensor would hold it. Registered as the ops' `.Scalar` overloads (frontend/fast_ops)."""
+    0-d tensor would hold it. Registered as the ops' `.Scalar` overloads (frontend/fast_ops),
+    and what a binary op runs for a number's 0-d tensor: made once per kernel, so both ways
+    share its plans."""
     plans = Plans()
 
     def kernel(x: Tensor, s: float) -> Tensor:
