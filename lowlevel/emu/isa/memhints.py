@@ -53,26 +53,25 @@ def emit_prefetch(g, ins: Instruction) -> None:
         address(g, ins, a, space)
 
 
-def emit_applypriority(g, ins: Instruction) -> None:
+def _l2_line(g, ins: Instruction, level: str) -> tuple[str, str]:
+    """applypriority's and discard's common form, `op{.global}.LEVEL [a], 128`: (the
+    address's expression, its space)."""
     m = Mods(ins)
     space = _space(m, "global") or "generic"
-    if m.take("L2::evict_normal") is None:
-        raise PtxError(ins.line, f"applypriority takes .L2::evict_normal: {ins.text}")
+    if m.take(level) is None:
+        raise PtxError(ins.line, f"{ins.opcode} takes .{level}: {ins.text}")
     m.done()
     a, size = _operands(ins, 2)
     _line_size(ins, size)
-    address(g, ins, a, space)
+    return address(g, ins, a, space), space
+
+
+def emit_applypriority(g, ins: Instruction) -> None:
+    _l2_line(g, ins, "L2::evict_normal")
 
 
 def emit_discard(g, ins: Instruction) -> None:
-    m = Mods(ins)
-    space = _space(m, "global") or "generic"
-    if m.take("L2") is None:
-        raise PtxError(ins.line, f"discard takes .L2: {ins.text}")
-    m.done()
-    a, size = _operands(ins, 2)
-    _line_size(ins, size)
-    expr = address(g, ins, a, space)
+    expr, space = _l2_line(g, ins, "L2")
     guard = g.guard(ins)
     iid = g.ns["_register_instruction"](ins)
     g.emit(f"_discard(C, {expr}, {space!r}, {iid}, {guard if guard is not None else 'None'})")
