@@ -122,29 +122,36 @@ def leading_dimension(which: str, layout: str, shape: str) -> int:
     return cols if layout == "row" else rows
 
 
-def _warp_uniform(C, value, what: str, text: str) -> np.ndarray:
+def _warp_uniform(C, value, on, what: str, text: str) -> np.ndarray:
     v = np.broadcast_to(np.asarray(value).astype(np.uint64), (C.n,))
     per_warp = v.reshape(-1, WARP)
-    if (per_warp != per_warp[:, :1]).any():
+    differs = (per_warp != per_warp[:, :1]).any(axis=1)
+    if on is not None:                      # warps that have exited hold stale registers
+        differs &= on.reshape(-1, WARP)[:, 0]
+    if differs.any():
         raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
                           f"wmma: {what} must be the same in every lane of a warp ({text})")
     return v
 
 
 def _element_addresses(C, which, layout, shape, kind, addr, stride, text):
-    converged(C, f"wmma.{'store' if which == 'd' else 'load'}", text)
+    on = converged(C, f"wmma.{'store' if which == 'd' else 'load'}", text)
     size = ELEMENT_BYTES[kind]
-    addr = _warp_uniform(C, addr, "the address", text)
-    stride = _warp_uniform(C, stride, "the stride", text)
+    addr = _warp_uniform(C, addr, on, "the address", text)
+    stride = _warp_uniform(C, stride, on, "the stride", text)
     bits = np.uint64(8 * size)
-    if (addr % 32).any():
+    misaligned = addr % 32 != 0
+    odd_stride = (stride * bits) % 128 != 0
+    if on is not None:
+        misaligned, odd_stride = misaligned & on, odd_stride & on
+    if misaligned.any():
         raise KernelFault("CUDA_ERROR_MISALIGNED_ADDRESS",
-                          f"wmma: the matrix address {int(addr[np.argmax(addr % 32 != 0)]):#x} is "
+                          f"wmma: the matrix address {int(addr[np.argmax(misaligned)]):#x} is "
                           f"not 256-bit aligned ({text})")
-    if ((stride * bits) % 128).any():
+    if odd_stride.any():
         raise KernelFault("CUDA_ERROR_MISALIGNED_ADDRESS",
-                          f"wmma: the stride ({int(stride[0])} elements) is not a multiple of "
-                          f"16 bytes ({text})")
+                          f"wmma: the stride ({int(stride[np.argmax(odd_stride)])} elements) is not a "
+                          f"multiple of 16 bytes ({text})")
     rows, cols = fragment_positions("c" if which == "d" else which, shape, kind)
     lane = np.arange(C.n) % WARP
     r, c = rows[lane].astype(np.uint64), cols[lane].astype(np.uint64)      # (n, count)
