@@ -80,8 +80,8 @@ class Parser(Declarations, Operands):
             if not m:
                 raise PtxError(v.line, f"bad .version {v.text!r}")
             major, minor = int(m.group(1)), int(m.group(2))
-            if not 6 <= major <= 9:
-                raise PtxError(v.line, f"unsupported PTX ISA version {v.text} (accepted: 6.x to 9.x)")
+            if not 1 <= major <= 9:
+                raise PtxError(v.line, f"unsupported PTX ISA version {v.text} (accepted: 1.x to 9.x)")
             self.version = (major, minor)
         elif d == ".target":
             self.next()
@@ -89,8 +89,9 @@ class Parser(Declarations, Operands):
             while self.accept(","):
                 targets.append(self.expect_kind("ident", "target option").text)
             arch = targets[0]
-            if not re.fullmatch(r"sm_\d+[af]?", arch):
+            if not re.fullmatch(r"(sm|compute)_\d+[af]?", arch):
                 raise PtxError(t.line, f"unsupported target {arch!r}")
+            arch = "sm_" + arch.split("_", 1)[1]     # ptxas reads compute_XY as sm_XY
             for opt in targets[1:]:
                 if opt not in ("texmode_unified", "texmode_independent", "debug",
                                "map_f64_to_f32"):
