@@ -62,3 +62,24 @@ def test_compute_target_newer_than_the_device_is_refused(driver):
     with pytest.raises(cuda.CudaError) as info:
         cuda.Module.from_ptx(ptx)
     assert info.value.name == "CUDA_ERROR_NO_BINARY_FOR_GPU"
+
+
+@pytest.mark.parametrize("version, target", [
+    ("5.0", "sm_80"), ("7.0", "sm_80"), ("3.0", "sm_35"), ("3.1", "sm_35"), ("7.7", "compute_90"),
+    ("7.8", "compute_90"), ("2.0", "sm_20"), ("2.3", "sm_20"), ("6.2", "sm_75"),
+])
+def test_the_emulator_s_own_checks_agree_with_ptxas_on_version_and_target(version, target):
+    """Without an assembler the parser decides: it refuses a target the PTX ISA is too old
+    for, and `.address_size` before ISA 2.3, as ptxas does."""
+    from lowlevel.emu.ptx.errors import PtxError          # noqa: PLC0415  (the emulator's parser, only here)
+    from lowlevel.emu.ptx.parser import parse_ptx         # noqa: PLC0415
+    ptx = _store_42(version, target)
+    refusal = ptxas_refusal(ptx)
+    if refusal is None:
+        pytest.skip("no standalone ptxas: pip install nvidia-cuda-nvcc")
+    try:
+        parse_ptx(ptx)
+        parsed = True
+    except PtxError:
+        parsed = False
+    assert parsed == (refusal == ""), refusal
