@@ -4,6 +4,8 @@ NVRTC compiles for one architecture per program: PTX for a virtual one ("compute
 a cubin (SASS) for a real one ("sm_90"). Name expressions ("scale<float>") ask NVRTC for
 the mangled names of templated or C++ kernels, so they can be fetched from the module.
 """
+import functools
+
 from .errors import CompileError, ToolMissing
 
 
@@ -69,15 +71,25 @@ def compile_source(source: str, name: str, arch: int, target: str, options=(), n
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def _default_include_path() -> list[str]:
-    """--include-path for the CUDA headers (cuda_fp16.h, cuda_bf16.h, ...), so sources can
-    #include them as with nvcc; NVRTC itself brings only its builtin headers."""
+@functools.cache
+def _default_include_path() -> tuple[str, ...]:
+    """--include-path for the CCCL headers (<cuda/barrier>, <cub/cub.cuh>, <nv/target>, which
+    <cooperative_groups.h> includes) and the CUDA headers (cuda_fp16.h, cuda_bf16.h, ...), so
+    sources can #include them as with nvcc; NVRTC itself brings only its builtin headers.
+    CCCL comes first, as nvcc and CuPy order it, so its headers win over older copies."""
     try:
         from cuda.pathfinder import find_nvidia_header_directory  # noqa: PLC0415  (optional: without it, no --include-path)
-        include = find_nvidia_header_directory("cudart")
-    except Exception:
-        include = None
-    return [f"--include-path={include}"] if include else []
+    except ImportError:
+        return ()
+    found = []
+    for name in ("cccl", "cudart"):
+        try:
+            include = find_nvidia_header_directory(name)
+        except Exception:
+            include = None
+        if include:
+            found.append(f"--include-path={include}")
+    return tuple(found)
 
 
 def supported_archs() -> list[int]:

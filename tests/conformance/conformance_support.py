@@ -105,12 +105,10 @@ def _compile(compiler: str, source: str, options: tuple) -> "str | _Skip | _Fail
 def _nvrtc_ptx(source: str, options: tuple):
     if any(f"#include <{h}" in source for h in ("cub/", "cuda/", "cooperative_groups")):
         # CUB, cuda::barrier and <nv/target> (which cooperative groups include) come with
-        # the CCCL headers, which NVRTC does not search by itself
+        # the CCCL headers, which lowlevel.compiler puts on NVRTC's include path when found
         from cuda.pathfinder import find_nvidia_header_directory  # noqa: PLC0415  (only for such sources)
-        cccl = find_nvidia_header_directory("cccl")
-        if cccl is None:
+        if find_nvidia_header_directory("cccl") is None:
             return _Skip("CUB (the CCCL headers) not found")
-        options = (*options, f"-I{cccl}")
     try:
         return compiler.compile(source, "ptx", "compute_80", options)
     except compiler.ToolMissing as exc:

@@ -6,6 +6,7 @@ Each test holds its streams behind a gate (a host function that sleeps, and an e
 recorded after it that the streams wait for), so that everything is queued before the
 device may start: the timings then do not depend on how fast the host submits.
 """
+import threading
 import time
 
 import numpy as np
@@ -197,6 +198,29 @@ def test_a_host_function_takes_its_real_time(modelled):
     end = cuda.Event().record(s)
     end.synchronize()
     assert start.elapsed_ms(end) >= 19.5
+
+
+def test_a_host_function_released_at_once_still_holds_the_stream(modelled):
+    """A host function waits for the host, which queues a kernel behind it between two events
+    and releases it at once (no sleep): the events read the device's time, the kernel's, not
+    when the host submitted them, as the host function returned after they were all queued."""
+    f, n = scale_kernel(), 4096
+    x = cuda.mem_alloc(4 * n)
+    launch(f, x, n, None)                   # loaded and warm; its modelled time, on the emulator
+    cuda.synchronize()
+    kernel_us = emu.last_launch_stats().modelled_us if modelled.kind == "emu" else None
+    for _ in range(3):
+        s, release = cuda.Stream(non_blocking=True), threading.Event()
+        s.add_callback(release.wait)
+        around = span(None, s, lambda: launch(f, x, n, s))
+        release.set()
+        s.synchronize()
+        elapsed_us = around[0].elapsed_ms(around[1]) * 1e3
+        if kernel_us is not None:
+            step_us = H200.event_resolution_s * 1e6
+            assert elapsed_us == pytest.approx(kernel_us, abs=2 * step_us), f"{elapsed_us:.1f} us"
+        else:
+            assert elapsed_us < 50, f"{elapsed_us:.1f} us around a kernel of {n} threads"
 
 
 def test_sgemm_time_against_the_model(modelled):

@@ -41,7 +41,6 @@ extern "C" __global__ void grid_sum(const int *in, int *partial, long long *out,
 def cooperative_module() -> cuda.Module:
     """The kernels above, compiled for the current device (skips without CCCL's headers)."""
     pathfinder = pytest.importorskip("cuda.pathfinder")
-    cccl = pathfinder.find_nvidia_header_directory("cccl")
-    if cccl is None:
+    if pathfinder.find_nvidia_header_directory("cccl") is None:
         pytest.skip("<nv/target> (CCCL) not found for cooperative_groups")
-    return cuda.Module.from_cuda(SOURCE, options=(f"-I{cccl}",))
+    return cuda.Module.from_cuda(SOURCE)      # NVRTC searches CCCL's headers by default

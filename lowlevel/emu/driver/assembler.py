@@ -8,7 +8,8 @@ verdict decides accept or refuse, its log is the JIT log, and its per-kernel fig
 (registers, shared, local, constant bytes) are what cuFuncGetAttribute reports.
 
 nvJitLink compiles PTX as relocatable code and then links it; the driver compiles a
-module as a whole program. Both accept the same PTX, but a kernel that calls a non-inlined
+module as a whole program. Both accept the same PTX from ISA 3.1 on (older PTX, which
+ptxas compiles whole-program only, goes to the standalone ptxas: see `active`), but a kernel that calls a non-inlined
 function or touches module variables may get a few more registers here than from the
 driver. With no assembler (or LOWLEVEL_EMU_ASSEMBLER=0) the emulator's own checks are all
 there is (`description()` says which ran).
@@ -183,11 +184,29 @@ def disabled_reason() -> str:
     return ""
 
 
-def active():
-    """The assembler the emulated JIT runs, or None (then the emulator's own checks only)."""
+# ptxas compiles relocatable code (-c, what nvJitLink asks of it) from PTX ISA 3.1 on only.
+RELOCATABLE_ISA = (3, 1)
+
+
+def active(version: tuple[int, int] | None = None):
+    """The assembler the emulated JIT runs for PTX of ISA `version`, or None (then the
+    emulator's own checks only). The driver's JIT compiles a module whole-program, which
+    reads any PTX ISA; nvJitLink compiles relocatable code, which ptxas refuses below ISA
+    3.1, so such PTX goes to the standalone ptxas, a whole-program compile like the driver's."""
     if disabled_reason():
         return None
+    if version is not None and tuple(version) < RELOCATABLE_ISA:
+        return _find_ptxas()
     return _find_nvjitlink() or _find_ptxas()
+
+
+def missing_reason(version: tuple[int, int] | None = None) -> str:
+    """Why active(version) is None: disabled_reason(), or no whole-program assembler for
+    PTX older than nvJitLink reads."""
+    return disabled_reason() or (
+        f"PTX ISA {version[0]}.{version[1]} is below {RELOCATABLE_ISA[0]}.{RELOCATABLE_ISA[1]}, "
+        "which nvJitLink's relocatable compile needs, and no standalone ptxas was found "
+        "(pip install nvidia-cuda-nvcc)")
 
 
 def description() -> str:
@@ -358,16 +377,17 @@ def clear_memory_cache() -> None:
 # ---- what the driver hands over -------------------------------------------------------------
 _COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _VERSION = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)\b", re.M)
-_TARGET = re.compile(r"^\s*\.target\s+(sm_\d+[af]?)\b", re.M)
+_TARGET = re.compile(r"^\s*\.target\s+(?:sm|compute)_(\d+[af]?)\b", re.M)
 
 
 def ptx_header(text: str) -> tuple[tuple[int, int] | None, str | None]:
     """The first `.version` and `.target sm_XY` of PTX text, read without parsing the rest,
-    so that the driver's own version checks come before the assembler's verdict."""
+    so that the driver's own version checks come before the assembler's verdict.
+    `.target compute_XY`, which ptxas reads as sm_XY, comes back as "sm_XY"."""
     code = _COMMENTS.sub(lambda m: "\n" * m.group().count("\n") + " ", text)
     version, target = _VERSION.search(code), _TARGET.search(code)
     return (tuple(map(int, version.groups())) if version else None,
-            target.group(1) if target else None)
+            f"sm_{target.group(1)}" if target else None)
 
 
 def target_arch(target: str | None, device_arch: int) -> str:

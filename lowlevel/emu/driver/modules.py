@@ -131,9 +131,9 @@ def _option_values(slots: dict) -> dict[str, int]:
 def _assemble(raw: bytes, version, target, slots: dict):
     """(the assembler's Assembly, a note) for an accepted module; refuses what ptxas
     refuses. (None, why) when no assembler can judge: the emulator's own checks decide."""
-    asm = assembler.active()
+    asm = assembler.active(version)
     if asm is None:
-        return None, f"checked by the emulator's own checks ({assembler.disabled_reason()})"
+        return None, f"checked by the emulator's own checks ({assembler.missing_reason(version)})"
     newest = assembler.max_ptx_isa(asm)
     if version is not None and newest is not None and tuple(version) > newest:
         return None, (f"checked by the emulator's own checks: PTX ISA {version[0]}.{version[1]} is newer "

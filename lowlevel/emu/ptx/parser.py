@@ -45,6 +45,15 @@ def rename_registers(ins: Instruction, renames: dict) -> None:
 
 
 
+# The oldest PTX ISA that knows each target, as ptxas checks it (newer targets: ptxas alone).
+OLDEST_ISA_FOR_TARGET = {
+    "sm_20": (2, 0), "sm_30": (3, 0), "sm_32": (4, 0), "sm_35": (3, 1), "sm_37": (4, 1),
+    "sm_50": (4, 0), "sm_52": (4, 1), "sm_53": (4, 2), "sm_60": (5, 0), "sm_61": (5, 0),
+    "sm_62": (5, 0), "sm_70": (6, 0), "sm_72": (6, 1), "sm_75": (6, 3), "sm_80": (7, 0),
+    "sm_86": (7, 1), "sm_87": (7, 4), "sm_89": (7, 8), "sm_90": (7, 8), "sm_90a": (8, 0),
+}
+
+
 class Parser(Declarations, Operands):
     """The whole module: directives, linkage, functions and their bodies."""
 
@@ -80,8 +89,8 @@ class Parser(Declarations, Operands):
             if not m:
                 raise PtxError(v.line, f"bad .version {v.text!r}")
             major, minor = int(m.group(1)), int(m.group(2))
-            if not 6 <= major <= 9:
-                raise PtxError(v.line, f"unsupported PTX ISA version {v.text} (accepted: 6.x to 9.x)")
+            if not 1 <= major <= 9:
+                raise PtxError(v.line, f"unsupported PTX ISA version {v.text} (accepted: 1.x to 9.x)")
             self.version = (major, minor)
         elif d == ".target":
             self.next()
@@ -89,8 +98,13 @@ class Parser(Declarations, Operands):
             while self.accept(","):
                 targets.append(self.expect_kind("ident", "target option").text)
             arch = targets[0]
-            if not re.fullmatch(r"sm_\d+[af]?", arch):
+            if not re.fullmatch(r"(sm|compute)_\d+[af]?", arch):
                 raise PtxError(t.line, f"unsupported target {arch!r}")
+            arch = "sm_" + arch.split("_", 1)[1]     # ptxas reads compute_XY as sm_XY
+            need = OLDEST_ISA_FOR_TARGET.get(arch)
+            if need and self.version and self.version < need:
+                raise PtxError(t.line, f"PTX .version {self.version[0]}.{self.version[1]} does not "
+                                       f"support .target {arch}")
             for opt in targets[1:]:
                 if opt not in ("texmode_unified", "texmode_independent", "debug",
                                "map_f64_to_f32"):
@@ -99,6 +113,8 @@ class Parser(Declarations, Operands):
                     raise PtxError(t.line, ".target map_f64_to_f32 is not supported")
             self.target = arch
         elif d == ".address_size":
+            if self.version and self.version < (2, 3):
+                raise PtxError(t.line, "Feature '.address_size directive' requires PTX ISA .version 2.3 or later")
             self.next()
             n = self.int_literal("address size")
             if n != 64:

@@ -17,7 +17,9 @@ and kernels; two copies in one direction serialise); kernels, memsets and device
 copies share the SMs: each uses a share of them (a small grid: the fraction of the device
 it fills; a large one: all), and ops run side by side while their shares add up to at most
 1, else the later one waits for room (no op is slowed by another: "roughly share" is
-modelled as packing). Host functions occupy only their stream. Running ops are never
+modelled as packing). Host functions occupy only their stream, from when the model
+reaches them until the later of that plus the real time they ran and the real time they
+returned (what follows one on a GPU cannot start before it returned). Running ops are never
 preempted.
 
 Placement is lazy: an op is placed once the emulator has run it and something asks for
@@ -194,14 +196,18 @@ class DeviceTimeline:
                 t += int(self.figures.graph_node_s * 1e9)
             duration = int(seg.seconds * 1e9)
             if seg.resource == "host":
+                # a host function holds its stream until it really returned: where the
+                # model reached it before the emulator did, it ends then, not `duration` on
                 start = t
+                end = max(start + duration, seg.returned_ns or 0)
             else:
                 resource = self.resources[seg.resource]
                 start = resource.earliest(t, duration, seg.share)
-                resource.add(start, start + duration, seg.share)
+                end = start + duration
+                resource.add(start, end, seg.share)
             if op.start_ns is None:
                 op.start_ns = start
-            t = start + duration
+            t = end
         op.start_ns = t if op.start_ns is None else op.start_ns
         op.end_ns = t
         op.after = []                   # placed: the ops it followed are no longer needed

@@ -40,6 +40,7 @@ class Segment:
     seconds: float
     share: float = 1.0     # of the resource (SM shares add up to 1)
     what: str = ""
+    returned_ns: int | None = None     # a host function: when it really returned (perf_counter ns)
 
 
 # ---- the operation a stream worker is running: what it did, noted by the code that did it --
@@ -94,18 +95,22 @@ def memset_segment(nbytes: int, dev: DeviceFigures = H200) -> Segment:
     return Segment("sm", nbytes / (dev.hbm_bytes_per_s * dev.hbm_efficiency) + dev.copy_overhead_s, 1.0, "memset")
 
 
-def host_segment(seconds: float) -> Segment:
-    return Segment("host", seconds, 1.0, "host function")
+def host_segment(seconds: float, returned_ns: int | None = None) -> Segment:
+    """A host function that ran `seconds` and returned at `returned_ns` (perf_counter ns):
+    it ends on the modelled timeline no earlier than it really returned, as what follows it
+    on a GPU cannot start before then either (devicetime.py)."""
+    return Segment("host", seconds, 1.0, "host function", returned_ns)
 
 
 def timed_host(run):
-    """`run` (a host function), noting the real time it takes."""
+    """`run` (a host function), noting the real time it takes and when it returned."""
     def timed():
-        t0 = time.perf_counter()
+        t0 = time.perf_counter_ns()
         try:
             run()
         finally:
-            note(host_segment(time.perf_counter() - t0))
+            t1 = time.perf_counter_ns()
+            note(host_segment((t1 - t0) / 1e9, t1))
     return timed
 
 

@@ -205,10 +205,9 @@ extern "C" __global__ void tile_copy(const float* in, float* out) {
 def test_cuda_memcpy_async_on_hopper_is_a_bulk_copy(driver, rng):
     from cuda.pathfinder import find_nvidia_header_directory
     from helpers.cuda_c import nvrtc_ptx
-    inc = find_nvidia_header_directory("cccl")
-    if inc is None:
+    if find_nvidia_header_directory("cccl") is None:
         pytest.skip("the CCCL headers (cuda/barrier) are not installed")
-    ptx = nvrtc_ptx(MEMCPY_ASYNC_CU, arch="compute_90", options=[f"-I{inc}"])
+    ptx = nvrtc_ptx(MEMCPY_ASYNC_CU, arch="compute_90")     # NVRTC searches CCCL by default
     # .shared::cluster (PTX 8.0) or, from NVRTC 13.5 on, .shared::cta (PTX 8.6) destination
     assert re.search(r"cp\.async\.bulk\.shared::(cluster|cta)\.global\.mbarrier::complete_tx::bytes", ptx)
     x = rng.standard_normal(3 * 256).astype(np.float32)
