@@ -225,17 +225,38 @@ def complete_tx(C, d, mb, n, sel, writes, iid, unit=16) -> None:
     lanes_j = np.flatnonzero(sel)
     b = ((_U64(0) - n) & _U64(0xFFFFFFFF)) << _U64(32)
     old = mbarrier.mbar_update(C, "arrive", "cluster", mb, b, False, iid, sel)
-    phases = mbarrier.decode(old)[3]
-    pending = _pending(C)
-    for k, lane in enumerate(lanes_j):
-        size = int(n[lane])
-        dst = _window(C, int(d[lane]), size, sel, k, iid, unit=unit)
+    phases = np.broadcast_to(mbarrier.decode(old)[3], (C.n,))[lanes_j]
+    try:
+        dst, bar = _indices(C, d, mb, n, sel, iid, unit)
+    except KernelFault:             # the lane-by-lane checks name the first lane at fault
+        dst = bar = None
+    if dst is None or (bar // C.smem_stride != dst // C.smem_stride).any():
+        _each_lane(C, d, mb, n, sel, iid, unit)
+    _pending(C).extend(zip(bar.tolist(), phases.tolist(), dst.tolist(), writes))
+    C.__dict__["bulk_land"] = land
+
+
+def _indices(C, d, mb, n, sel, iid, unit):
+    """Destination and barrier byte indices of the selected lanes, all at once."""
+    ds, ns = d[sel], n[sel]
+    dst = C.window_index("shared", ds, unit, 1, iid, "store", sel, None, remote=True)
+    big = ns > _U64(unit)
+    if big.any():                   # the last bytes in the window too
+        C.window_index("shared", (ds + ns - _U64(unit))[big], unit, 1, iid, "store", sel, big,
+                       remote=True)
+    bar = C.window_index("shared", mb[sel], 8, 1, iid, "atomic", sel, None, remote=True)
+    return dst, bar
+
+
+def _each_lane(C, d, mb, n, sel, iid, unit) -> None:
+    """The checks of _indices lane by lane, in lane order, faulting on the first."""
+    for k, lane in enumerate(np.flatnonzero(sel)):
+        dst = _window(C, int(d[lane]), int(n[lane]), sel, k, iid, unit=unit)
         bar = _bar_index(C, mb, sel, k, iid)
         if bar // C.smem_stride != dst // C.smem_stride:
             _fault(C, "CUDA_ERROR_LAUNCH_FAILED", int(C.batch_lanes(sel, None)[k]), iid,
                    "cp.async.bulk completes on an mbarrier outside the destination's CTA")
-        pending.append((bar, int(np.broadcast_to(phases, (C.n,))[lane]), dst, writes[k]))
-    C.__dict__["bulk_land"] = land
+    raise AssertionError("the checks at once faulted where lane by lane did not")
 
 
 def _bar_index(C, mb, sel, k, iid) -> int:
