@@ -280,19 +280,18 @@ def land(C, bars) -> None:
     pending = _pending(C)
     if not pending:
         return
-    bars = set(int(b) for b in np.unique(bars))
-    keep = []
-    for entry in pending:
-        bar, phase, dst, write = entry
-        if bar in bars and _phase(C, bar) != phase:
-            write(C, dst)
-        else:
-            keep.append(entry)
-    pending[:] = keep
-
-
-def _phase(C, bar: int) -> int:
-    return int(mbarrier.decode(C.smem[bar:bar + 8].view(_U64))[3][0])
+    bar = np.fromiter((e[0] for e in pending), np.int64, len(pending))
+    phase = np.fromiter((e[1] for e in pending), np.int64, len(pending))
+    lands = np.isin(bar, np.unique(np.asarray(bars, np.int64)))
+    if lands.any():                 # the object's phase now, from its 8 bytes
+        words = C.smem[bar[lands][:, None] + np.arange(8)].view(_U64)[:, 0]
+        lands[lands] = mbarrier.decode(words)[3] != phase[lands]
+    if not lands.any():
+        return
+    for k in np.flatnonzero(lands).tolist():       # in the order they were issued
+        _, _, dst, write = pending[k]
+        write(C, dst)
+    pending[:] = [pending[k] for k in np.flatnonzero(~lands).tolist()]
 
 
 provide(_bulk_copy=bulk_copy)
