@@ -140,20 +140,40 @@ def bulk_copy(C, dst, src, size, mbar, from_global: bool, mask, iid: int, guard)
             (("d", dst), ("s", src), ("n", size), ("m", mbar))}
     d, s, n, mb = (full[k][act] for k in "dsnm")
     _check(C, d, s, n, lanes, iid)
-    data = [_read(C, int(s[j]), int(n[j]), from_global, act, j, lanes, iid) for j in range(d.size)]
+    data, offs = _sources(C, s, n, from_global, act, lanes, iid)
+    sizes = n.astype(np.int64)
     for rank_bits, who in _targets(C, d, mask, act):
         sel = np.zeros(C.n, bool)
         sel[np.flatnonzero(act)[who]] = True
         d_t = np.where(sel, _with_rank(full["d"], rank_bits), _U64(0))
         m_t = np.where(sel, _with_rank(full["m"], rank_bits), _U64(0))
-        writes = [_copy_write(data[j]) for j in who]
-        complete_tx(C, d_t, m_t, full["n"], sel, writes, iid)
+        complete_tx(C, d_t, m_t, full["n"], sel, _copy_write(data, offs[who], sizes[who]), iid)
 
 
-def _copy_write(data):
-    """The pending write of one copy: its bytes at the destination's byte index."""
-    def write(C, dst):
-        C.smem[dst:dst + data.size] = data
+def _sources(C, s, n, from_global: bool, act, lanes, iid):
+    """The source bytes of every thread, read at issue (one flat array), and where each
+    thread's start in it."""
+    sizes = n.astype(np.int64)
+    offs = np.cumsum(sizes) - sizes
+    if from_global and s.size:
+        hit = C.memory.find(int(s.min()))
+        if hit is not None and int((s + n).max()) <= hit[0] + hit[1]:   # one allocation
+            return C.memory.u8[_spans(s.astype(np.int64) - BASE, sizes)], offs
+    data = [_read(C, int(s[j]), int(n[j]), from_global, act, j, lanes, iid) for j in range(s.size)]
+    return (np.concatenate(data) if data else np.zeros(0, np.uint8)), offs
+
+
+def _spans(starts, sizes):
+    """The byte indices of the spans [starts[k], starts[k] + sizes[k]), one after another."""
+    within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return np.repeat(starts, sizes) + within
+
+
+def _copy_write(data, offs, sizes):
+    """The pending writes of copies: write(C, dst, m) lands the copies selected by mask m
+    at destination byte indices dst."""
+    def write(C, dst, m):
+        C.smem[_spans(dst, sizes[m])] = data[_spans(offs[m], sizes[m])]
     return write
 
 
@@ -218,10 +238,11 @@ def _with_rank(a, rank):
     return ((a & _U64(OFFSET_MASK)) | (_U64(rank + 1) << _U64(RANK_SHIFT))).astype(_U64)
 
 
-def complete_tx(C, d, mb, n, sel, writes, iid, unit=16) -> None:
+def complete_tx(C, d, mb, n, sel, write, iid, unit=16) -> None:
     """complete_tx of each selected lane's size `n` on its barrier `mb`, and its write
-    (a function of the context and the destination's byte index) pending until a wait
-    sees that phase over. d, mb, n: over the current lanes; writes: one per selected lane."""
+    pending until a wait sees that phase over: write(C, dst, m) lands the writes of the
+    selected lanes picked by mask m (in lane order) at destination byte indices dst.
+    d, mb, n: over the current lanes."""
     lanes_j = np.flatnonzero(sel)
     b = ((_U64(0) - n) & _U64(0xFFFFFFFF)) << _U64(32)
     old = mbarrier.mbar_update(C, "arrive", "cluster", mb, b, False, iid, sel)
@@ -232,7 +253,7 @@ def complete_tx(C, d, mb, n, sel, writes, iid, unit=16) -> None:
         dst = bar = None
     if dst is None or (bar // C.smem_stride != dst // C.smem_stride).any():
         _each_lane(C, d, mb, n, sel, iid, unit)
-    _pending(C).extend(zip(bar.tolist(), phases.tolist(), dst.tolist(), writes))
+    _pending(C).append((bar, phases, dst, write, np.ones(lanes_j.size, bool)))
     C.__dict__["bulk_land"] = land
 
 
@@ -266,8 +287,9 @@ def _bar_index(C, mb, sel, k, iid) -> int:
 
 
 def _pending(C) -> list:
-    """The batch's writes not landed yet: (barrier byte index, its phase when counted,
-    destination byte index, write)."""
+    """The batch's writes not landed yet, one entry per complete_tx in issue order: the
+    barrier byte index and its phase when counted, the destination byte index (one each
+    per thread), the write, and which threads' writes are left."""
     state = C.__dict__.get("_bulk_pending")
     if state is None or state[0] != C.first_cta:
         state = C.__dict__["_bulk_pending"] = (C.first_cta, [])
@@ -280,18 +302,19 @@ def land(C, bars) -> None:
     pending = _pending(C)
     if not pending:
         return
-    bar = np.fromiter((e[0] for e in pending), np.int64, len(pending))
-    phase = np.fromiter((e[1] for e in pending), np.int64, len(pending))
-    lands = np.isin(bar, np.unique(np.asarray(bars, np.int64)))
-    if lands.any():                 # the object's phase now, from its 8 bytes
-        words = C.smem[bar[lands][:, None] + np.arange(8)].view(_U64)[:, 0]
-        lands[lands] = mbarrier.decode(words)[3] != phase[lands]
-    if not lands.any():
-        return
-    for k in np.flatnonzero(lands).tolist():       # in the order they were issued
-        _, _, dst, write = pending[k]
-        write(C, dst)
-    pending[:] = [pending[k] for k in np.flatnonzero(~lands).tolist()]
+    want = np.unique(np.asarray(bars, np.int64))
+    keep = []
+    for bar, phase, dst, write, left in pending:
+        lands = left & np.isin(bar, want)
+        if lands.any():             # the object's phase now, from its 8 bytes
+            words = C.smem[bar[lands][:, None] + np.arange(8)].view(_U64)[:, 0]
+            lands[lands] = mbarrier.decode(words)[3] != phase[lands]
+            if lands.any():
+                write(C, dst[lands], lands)
+                left = left & ~lands
+        if left.any():
+            keep.append((bar, phase, dst, write, left))
+    pending[:] = keep
 
 
 provide(_bulk_copy=bulk_copy)
