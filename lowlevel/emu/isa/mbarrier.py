@@ -64,7 +64,7 @@ from ..ptx.ir import Addr, Imm, Reg, Sym
 from .addressing import SHARED_WINDOW, WINDOW_SPAN
 from .memops import address, take_space
 from .operands import Mods, unsupported
-from .mbarstate import FIELD, STEPS, decode, encode, unpack
+from .mbarstate import FIELD, STEPS, decode, encode, is_valid, phase_of, unpack
 from .registry import provide, register
 
 _U64 = np.uint64
@@ -105,7 +105,7 @@ def _shared_offsets(C, addr, generic: bool, active, iid):
 
 
 def _check_state(C, active, words, iid, what: str) -> None:
-    valid = decode(_lanes(C, words, active, np.uint64))[0]
+    valid = is_valid(_lanes(C, words, active, np.uint64))
     if not valid.all():
         _fault(C, active, ~valid, iid, what)
 
@@ -172,8 +172,8 @@ def mbar_wait(C, generic: bool, addr, token, parity: bool, iid: int, guard):
     else:
         _check_state(C, active, token, iid, "mbarrier wait on a state that no mbarrier.arrive "
                                             "returned")
-        phase_of_token = decode(token)[3]
-    done = np.broadcast_to(decode(words)[3] != phase_of_token, (C.n,))
+        phase_of_token = phase_of(token)
+    done = np.broadcast_to(phase_of(words) != phase_of_token, (C.n,))
     failed = ~done if active is None else ~done & active
     land = C.__dict__.get("bulk_land")         # bulk copies counted on it (bulkcopy.py)
     if land is not None:

@@ -39,6 +39,16 @@ def decode(word):
     return valid, pending, expected, phase, tx
 
 
+def is_valid(word):
+    """Whether 64-bit words are objects mbarrier.init set up (decode's first field)."""
+    return (np.asarray(word, np.uint64) >> _U64(TAG_SHIFT)) == _U64(TAG)
+
+
+def phase_of(word):
+    """The phase parity of 64-bit words (decode's fourth field)."""
+    return ((np.asarray(word, np.uint64) >> _U64(40)) & _U64(1)).astype(np.int64)
+
+
 def unpack(b):
     """(count, tx change) packed by the emitter into one uint64 per lane."""
     b = np.asarray(b, np.uint64)
@@ -75,9 +85,11 @@ class Arrive:
         """Objects view[addr], run k = threads starts[k]:starts[k]+lens[k] of `bs` (sorted
         by address, lane order kept): fill old_sorted, store the final objects."""
         count, dtx = unpack(bs)
-        seg = np.repeat(np.arange(starts.size), lens)
         cc, cd = np.cumsum(count), np.cumsum(dtx)           # inclusive, over all runs
         word = view[addr].copy()
+        if self._quick(view, addr, starts, lens, bs, old_sorted, word, count, dtx, cc, cd):
+            return
+        seg = np.repeat(np.arange(starts.size), lens)
         pos, end = starts.copy(), starts + lens
         live = decode(word)[0]
         for k in np.flatnonzero(~live):                      # invalid: left as it is
@@ -122,6 +134,27 @@ class Arrive:
             live &= pos < end
         view[addr] = word
 
+    def _quick(self, view, addr, starts, lens, bs, old_sorted, word, count, dtx, cc, cd):
+        """The common run: valid objects, and no event before each run's last thread
+        (a block arriving once each, the last completing the phase). False if not so."""
+        valid, p, e, ph, t = decode(word)
+        if not valid.all():
+            return False
+        first = starts == 0
+        base_c = np.repeat(np.where(first, 0, cc[starts - 1]), lens)
+        c_ex = cc - base_c - count
+        p_in = np.repeat(p, lens) - c_ex - count
+        t_in = np.repeat(t - np.where(first, 0, cd[starts - 1]), lens) + cd
+        event = (p_in < 0) | ((p_in == 0) & (t_in == 0)) | (np.abs(t_in) > FIELD)
+        last = starts + lens - 1
+        event[last] = False
+        if event.any():
+            return False
+        old_sorted[:] = encode(p_in + count, np.repeat(e, lens) - self.drop * c_ex,
+                               np.repeat(ph, lens), t_in - dtx)
+        view[addr] = update(old_sorted[last], bs[last], self.drop)
+        return True
+
 
 def _init(old, b):
     count = np.asarray(b, np.uint64)
@@ -134,4 +167,4 @@ def _inval(old, b):
 
 STEPS = {"arrive": Arrive(False), "arrive_drop": Arrive(True), "init": _init, "inval": _inval}
 
-__all__ = ["FIELD", "TAG", "TAG_SHIFT", "encode", "decode", "unpack", "update", "Arrive", "STEPS"]
+__all__ = ["FIELD", "TAG", "TAG_SHIFT", "encode", "decode", "is_valid", "phase_of", "unpack", "update", "Arrive", "STEPS"]

@@ -41,3 +41,22 @@ def test_group_matches_lane_order(drop, seed):
     got = atomic_rmw(view, idx, Arrive(drop), b)
     assert np.array_equal(got, ref)
     assert np.array_equal(view, ref_view)
+
+
+@pytest.mark.parametrize("drop", [False, True])
+@pytest.mark.parametrize("tx", [0, 16])
+def test_blocks_arriving_once_each(drop, tx):
+    """The common run: each block's threads arrive once, the last completing the phase
+    (with tx, each also counts and completes 16 bytes)."""
+    rng = np.random.default_rng(7)
+    blocks, threads = 4, 64
+    words = encode(np.full(blocks, threads), np.full(blocks, threads), rng.integers(0, 2, blocks),
+                   np.full(blocks, -tx * threads))
+    idx = np.repeat(np.arange(blocks), threads)
+    b = np.ones(idx.size, np.uint64) | (np.uint64(tx) << np.uint64(32))
+    ref_view = words.copy()
+    ref = _one_at_a_time(ref_view, idx, b, drop)
+    view = words.copy()
+    got = atomic_rmw(view, idx, Arrive(drop), b)
+    assert np.array_equal(got, ref)
+    assert np.array_equal(view, ref_view)
