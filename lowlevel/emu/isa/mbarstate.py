@@ -84,6 +84,8 @@ class Arrive:
     def group(self, view, addr, starts, lens, bs, old_sorted) -> None:
         """Objects view[addr], run k = threads starts[k]:starts[k]+lens[k] of `bs` (sorted
         by address, lane order kept): fill old_sorted, store the final objects."""
+        if self._uniform(view, addr, starts, lens, bs, old_sorted):
+            return
         count, dtx = unpack(bs)
         cc, cd = np.cumsum(count), np.cumsum(dtx)           # inclusive, over all runs
         word = view[addr].copy()
@@ -133,6 +135,24 @@ class Arrive:
             live[done] = False
             live &= pos < end
         view[addr] = word
+
+    def _uniform(self, view, addr, starts, lens, bs, old_sorted):
+        """Every thread the same plain arrive (count c, no tx) on valid objects with no
+        tx-count, none completing before its run's last thread: the k-th thread of a run
+        sees the object less k * c arrivals, bit arithmetic on the words. False if not so."""
+        if not (bs == bs[0]).all():
+            return False
+        c, dtx = (int(x[0]) for x in unpack(bs[:1]))
+        word = view[addr]
+        valid, p, _, _, t = decode(word)
+        if dtx != 0 or not valid.all() or (t != 0).any() or (p - (lens - 1) * c <= 0).any():
+            return False
+        k = np.arange(bs.size) - np.repeat(starts, lens)
+        step = _U64(c + (c << 20) * self.drop)
+        old_sorted[:] = np.repeat(word, lens) - k.astype(_U64) * step
+        last = starts + lens - 1
+        view[addr] = update(old_sorted[last], bs[last], self.drop)
+        return True
 
     def _quick(self, view, addr, starts, lens, bs, old_sorted, word, count, dtx, cc, cd):
         """The common run: valid objects, and no event before each run's last thread
