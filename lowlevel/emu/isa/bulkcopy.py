@@ -159,6 +159,15 @@ def _sources(C, s, n, from_global: bool, act, lanes, iid):
         hit = C.memory.find(int(s.min()))
         if hit is not None and int((s + n).max()) <= hit[0] + hit[1]:   # one allocation
             return C.memory.u8[_spans(s.astype(np.int64) - BASE, sizes)], offs
+    elif s.size:                    # the CTA's own shared memory (::cta), checked at once
+        try:
+            first = C.window_index("shared", s, 16, 1, iid, "load", act, None)
+            big = n > _U64(16)
+            if big.any():
+                C.window_index("shared", (s + n - _U64(16))[big], 16, 1, iid, "load", act, big)
+            return C.smem[_spans(first, sizes)], offs
+        except KernelFault:         # the lane-by-lane reads below name the first at fault
+            pass
     data = [_read(C, int(s[j]), int(n[j]), from_global, act, j, lanes, iid) for j in range(s.size)]
     return (np.concatenate(data) if data else np.zeros(0, np.uint8)), offs
 
