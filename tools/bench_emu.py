@@ -19,7 +19,9 @@ subprocess so the variable is set before numba is imported) runs the same vector
 
 Targets (PASS/MISS): vector add 2^20 <= 100 ms, sgemm_tiled 256^3 <= 80 ms, hgemm_mma 512^3 <= 1 s,
 libdevice double exp and erfc over 60,000 threads <= 2 s each, emulator >= 1000x numba's simulator
-per element.
+per element, and the barrier kernels of tools/bench_barriers.py (per-thread memcpy_async on a
+cuda::barrier for sm_90 beside sm_80, 512 blocks of 256; an arrive_and_wait loop beside the
+same loop with __syncthreads, 32 blocks of 256, 128 barriers) each within 3x of its fast twin.
 """
 import argparse
 import json
@@ -37,6 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from lowlevel import cuda, emu, kernels  # noqa: E402
+
+import bench_barriers  # noqa: E402  (tools/, beside this file)
 
 TARGETS = {"vector_add": 0.100, "sgemm_tiled": 0.080}   # seconds per launch
 TARGETS.update(hgemm_mma=1.0, f64_exp=2.0, f64_erfc=2.0)
@@ -323,7 +327,8 @@ def main():
     ap.add_argument("--numba-repeat", type=int, default=2)
     ap.add_argument("--only", action="append", metavar="KEY",
                     help="run only this kernel (repeatable): vector_add, sgemm_tiled, reduce_sum, "
-                         "softmax, hgemm_mma, f64_exp, f64_erfc; implies --no-numba")
+                         "softmax, hgemm_mma, f64_exp, f64_erfc, copy_barrier_sm90, copy_barrier_sm80, "
+                         "loop_arrive_wait, loop_syncthreads; implies --no-numba")
     args = ap.parse_args()
     if args.only:
         args.no_numba = True
@@ -344,6 +349,9 @@ def main():
     for fn in ("exp", "erfc"):                  # libdevice double math (fma.rn.f64 heavy)
         setups.append(lambda fn=fn: setup_libdevice_f64(rng, fn))
         names.append((f"libdevice f64 {fn} 60000", f"f64_{fn}"))
+    for setup, name in bench_barriers.setups(rng):   # barrier kernels beside their fast twins
+        setups.append(setup)
+        names.append(name)
     chosen = [(setup, name) for setup, name in zip(setups, names) if not args.only or name[1] in args.only]
     if args.only and len(chosen) != len(set(args.only)):
         ap.error(f"--only: unknown kernel in {args.only}; choose from {', '.join(k for _, k in names)}")
@@ -396,6 +404,7 @@ def main():
     else:
         verdict = "PASS" if r["wall_s"] <= TARGETS["hgemm_mma"] else "MISS"
         print(f"  {verdict}  {label}: {fmt_time(r['wall_s']).strip()} (wall, best of {args.repeat})")
+    bench_barriers.print_targets(by_key, args.only)
     va = by_key.get("vector_add")
     label = f"emulator >= {SPEEDUP_TARGET:.0f}x numba's simulator per element (vector add)"
     if args.only:

@@ -10,6 +10,9 @@ Strategies, all exact for that serialization:
 - no two threads share an address: one gather, one elementwise op, one scatter;
 - integer add and xor (groups): sort by address, exclusive prefix per address with one
   cumsum / cumulative xor, all vectorized;
+- an op (a function of (old, b)) with a `group(view, addr, starts, lens, b, old)` method
+  (the mbarrier updates of isa/mbarrier.py): that method, given the threads sorted by
+  address (segment starts and lengths), fills their old values and stores the finals;
 - everything else (float add, which must round after every step in the element's type,
   min/max/and/or, exch, cas, inc, dec): either `rounds` (step r applies the r-th thread of
   every conflicting address, vectorized over addresses) or one pass per conflicting
@@ -89,7 +92,9 @@ def atomic_rmw(view: np.ndarray, idx: np.ndarray, op: str, b, c=None, ftz: bool 
     bs = b[order]
     cs = c[order] if c is not None else None
     old_sorted = np.empty(n, dt)
-    if dt.kind in "iu" and op in ("add", "xor"):
+    if getattr(op, "group", None) is not None:     # the op scans a segment itself
+        op.group(view, addr, starts, lens, bs, old_sorted)
+    elif dt.kind in "iu" and op in ("add", "xor"):
         _group_scan(view, op, addr, starts, lens, bs, old_sorted)
     elif op == "exch":
         first = view[addr]

@@ -111,12 +111,10 @@ def st_async(C, a, mb, values, size: int, iid: int, guard) -> None:
     cols = [np.broadcast_to(np.asarray(v, np.dtype(f"u{size}")), (C.n,)) for v in values]
     rows = np.stack(cols, axis=1)[sel].copy().view(np.uint8)      # each lane's bytes
 
-    def store(data):
-        def write(C, dst):
-            C.smem[dst:dst + nbytes] = data
-        return write
-    complete_tx(C, _full(C, a), _full(C, mb), np.full(C.n, nbytes, _U64), sel,
-                [store(r) for r in rows], iid, unit=nbytes)
+    def write(C, dst, m):
+        C.smem[dst[:, None] + np.arange(nbytes)] = rows[m]
+    complete_tx(C, _full(C, a), _full(C, mb), np.full(C.n, nbytes, _U64), sel, write, iid,
+                unit=nbytes)
 
 
 def red_async(C, a, mb, value, op: str, ptype: str, iid: int, guard) -> None:
@@ -127,12 +125,10 @@ def red_async(C, a, mb, value, op: str, ptype: str, iid: int, guard) -> None:
     vdt = np.dtype(f"i{size}") if kind == "s" else np.dtype(f"u{size}")
     vals = np.broadcast_to(np.asarray(value, np.dtype(f"u{size}")), (C.n,))[sel].view(vdt)
 
-    def reduce(v):
-        def write(C, dst):
-            atomic_rmw(C.smem.view(vdt), np.array([dst // size]), op, np.array([v], vdt))
-        return write
-    complete_tx(C, _full(C, a), _full(C, mb), np.full(C.n, size, _U64), sel,
-                [reduce(v) for v in vals], iid, unit=size)
+    def write(C, dst, m):            # in lane order, as one atomic instruction serializes
+        atomic_rmw(C.smem.view(vdt), dst // size, op, np.ascontiguousarray(vals[m]))
+    complete_tx(C, _full(C, a), _full(C, mb), np.full(C.n, size, _U64), sel, write, iid,
+                unit=size)
 
 
 def _full(C, x):

@@ -140,20 +140,49 @@ def bulk_copy(C, dst, src, size, mbar, from_global: bool, mask, iid: int, guard)
             (("d", dst), ("s", src), ("n", size), ("m", mbar))}
     d, s, n, mb = (full[k][act] for k in "dsnm")
     _check(C, d, s, n, lanes, iid)
-    data = [_read(C, int(s[j]), int(n[j]), from_global, act, j, lanes, iid) for j in range(d.size)]
+    data, offs = _sources(C, s, n, from_global, act, lanes, iid)
+    sizes = n.astype(np.int64)
     for rank_bits, who in _targets(C, d, mask, act):
         sel = np.zeros(C.n, bool)
         sel[np.flatnonzero(act)[who]] = True
         d_t = np.where(sel, _with_rank(full["d"], rank_bits), _U64(0))
         m_t = np.where(sel, _with_rank(full["m"], rank_bits), _U64(0))
-        writes = [_copy_write(data[j]) for j in who]
-        complete_tx(C, d_t, m_t, full["n"], sel, writes, iid)
+        complete_tx(C, d_t, m_t, full["n"], sel, _copy_write(data, offs[who], sizes[who]), iid)
 
 
-def _copy_write(data):
-    """The pending write of one copy: its bytes at the destination's byte index."""
-    def write(C, dst):
-        C.smem[dst:dst + data.size] = data
+def _sources(C, s, n, from_global: bool, act, lanes, iid):
+    """The source bytes of every thread, read at issue (one flat array), and where each
+    thread's start in it."""
+    sizes = n.astype(np.int64)
+    offs = np.cumsum(sizes) - sizes
+    if from_global and s.size:
+        hit = C.memory.find(int(s.min()))
+        if hit is not None and int((s + n).max()) <= hit[0] + hit[1]:   # one allocation
+            return C.memory.u8[_spans(s.astype(np.int64) - BASE, sizes)], offs
+    elif s.size:                    # the CTA's own shared memory (::cta), checked at once
+        try:
+            first = C.window_index("shared", s, 16, 1, iid, "load", act, None)
+            big = n > _U64(16)
+            if big.any():
+                C.window_index("shared", (s + n - _U64(16))[big], 16, 1, iid, "load", act, big)
+            return C.smem[_spans(first, sizes)], offs
+        except KernelFault:         # the lane-by-lane reads below name the first at fault
+            pass
+    data = [_read(C, int(s[j]), int(n[j]), from_global, act, j, lanes, iid) for j in range(s.size)]
+    return (np.concatenate(data) if data else np.zeros(0, np.uint8)), offs
+
+
+def _spans(starts, sizes):
+    """The byte indices of the spans [starts[k], starts[k] + sizes[k]), one after another."""
+    within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return np.repeat(starts, sizes) + within
+
+
+def _copy_write(data, offs, sizes):
+    """The pending writes of copies: write(C, dst, m) lands the copies selected by mask m
+    at destination byte indices dst."""
+    def write(C, dst, m):
+        C.smem[_spans(dst, sizes[m])] = data[_spans(offs[m], sizes[m])]
     return write
 
 
@@ -218,24 +247,46 @@ def _with_rank(a, rank):
     return ((a & _U64(OFFSET_MASK)) | (_U64(rank + 1) << _U64(RANK_SHIFT))).astype(_U64)
 
 
-def complete_tx(C, d, mb, n, sel, writes, iid, unit=16) -> None:
+def complete_tx(C, d, mb, n, sel, write, iid, unit=16) -> None:
     """complete_tx of each selected lane's size `n` on its barrier `mb`, and its write
-    (a function of the context and the destination's byte index) pending until a wait
-    sees that phase over. d, mb, n: over the current lanes; writes: one per selected lane."""
+    pending until a wait sees that phase over: write(C, dst, m) lands the writes of the
+    selected lanes picked by mask m (in lane order) at destination byte indices dst.
+    d, mb, n: over the current lanes."""
     lanes_j = np.flatnonzero(sel)
     b = ((_U64(0) - n) & _U64(0xFFFFFFFF)) << _U64(32)
     old = mbarrier.mbar_update(C, "arrive", "cluster", mb, b, False, iid, sel)
-    phases = mbarrier.decode(old)[3]
-    pending = _pending(C)
-    for k, lane in enumerate(lanes_j):
-        size = int(n[lane])
-        dst = _window(C, int(d[lane]), size, sel, k, iid, unit=unit)
+    phases = np.broadcast_to(mbarrier.decode(old)[3], (C.n,))[lanes_j]
+    try:
+        dst, bar = _indices(C, d, mb, n, sel, iid, unit)
+    except KernelFault:             # the lane-by-lane checks name the first lane at fault
+        dst = bar = None
+    if dst is None or (bar // C.smem_stride != dst // C.smem_stride).any():
+        _each_lane(C, d, mb, n, sel, iid, unit)
+    _pending(C).append((bar, phases, dst, write, np.ones(lanes_j.size, bool)))
+    C.__dict__["bulk_land"] = land
+
+
+def _indices(C, d, mb, n, sel, iid, unit):
+    """Destination and barrier byte indices of the selected lanes, all at once."""
+    ds, ns = d[sel], n[sel]
+    dst = C.window_index("shared", ds, unit, 1, iid, "store", sel, None, remote=True)
+    big = ns > _U64(unit)
+    if big.any():                   # the last bytes in the window too
+        C.window_index("shared", (ds + ns - _U64(unit))[big], unit, 1, iid, "store", sel, big,
+                       remote=True)
+    bar = C.window_index("shared", mb[sel], 8, 1, iid, "atomic", sel, None, remote=True)
+    return dst, bar
+
+
+def _each_lane(C, d, mb, n, sel, iid, unit) -> None:
+    """The checks of _indices lane by lane, in lane order, faulting on the first."""
+    for k, lane in enumerate(np.flatnonzero(sel)):
+        dst = _window(C, int(d[lane]), int(n[lane]), sel, k, iid, unit=unit)
         bar = _bar_index(C, mb, sel, k, iid)
         if bar // C.smem_stride != dst // C.smem_stride:
             _fault(C, "CUDA_ERROR_LAUNCH_FAILED", int(C.batch_lanes(sel, None)[k]), iid,
                    "cp.async.bulk completes on an mbarrier outside the destination's CTA")
-        pending.append((bar, int(np.broadcast_to(phases, (C.n,))[lane]), dst, writes[k]))
-    C.__dict__["bulk_land"] = land
+    raise AssertionError("the checks at once faulted where lane by lane did not")
 
 
 def _bar_index(C, mb, sel, k, iid) -> int:
@@ -245,8 +296,9 @@ def _bar_index(C, mb, sel, k, iid) -> int:
 
 
 def _pending(C) -> list:
-    """The batch's writes not landed yet: (barrier byte index, its phase when counted,
-    destination byte index, write)."""
+    """The batch's writes not landed yet, one entry per complete_tx in issue order: the
+    barrier byte index and its phase when counted, the destination byte index (one each
+    per thread), the write, and which threads' writes are left."""
     state = C.__dict__.get("_bulk_pending")
     if state is None or state[0] != C.first_cta:
         state = C.__dict__["_bulk_pending"] = (C.first_cta, [])
@@ -259,19 +311,19 @@ def land(C, bars) -> None:
     pending = _pending(C)
     if not pending:
         return
-    bars = set(int(b) for b in np.unique(bars))
+    want = np.unique(np.asarray(bars, np.int64))
     keep = []
-    for entry in pending:
-        bar, phase, dst, write = entry
-        if bar in bars and _phase(C, bar) != phase:
-            write(C, dst)
-        else:
-            keep.append(entry)
+    for bar, phase, dst, write, left in pending:
+        lands = left & np.isin(bar, want)
+        if lands.any():             # the object's phase now, from its 8 bytes
+            words = C.smem[bar[lands][:, None] + np.arange(8)].view(_U64)[:, 0]
+            lands[lands] = mbarrier.decode(words)[3] != phase[lands]
+            if lands.any():
+                write(C, dst[lands], lands)
+                left = left & ~lands
+        if left.any():
+            keep.append((bar, phase, dst, write, left))
     pending[:] = keep
-
-
-def _phase(C, bar: int) -> int:
-    return int(mbarrier.decode(C.smem[bar:bar + 8].view(_U64))[3][0])
 
 
 provide(_bulk_copy=bulk_copy)

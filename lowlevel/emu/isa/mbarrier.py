@@ -50,7 +50,8 @@ a generic address of another CTA's shared memory is out of the CTA's window and 
 
 Threads of one instruction that hit the same object are serialized in lane order by the
 engine's atomics (engine/atomics.py), so returned states form the same chain as on a GPU
-that ran them in that order.
+that ran them in that order (mbarstate.py: the encoding, and the chain of a run of threads
+computed at once).
 """
 from __future__ import annotations
 
@@ -63,72 +64,12 @@ from ..ptx.ir import Addr, Imm, Reg, Sym
 from .addressing import SHARED_WINDOW, WINDOW_SPAN
 from .memops import address, take_space
 from .operands import Mods, unsupported
+from .mbarstate import FIELD, STEPS, decode, encode, is_valid, phase_of, unpack
 from .registry import provide, register
 
 _U64 = np.uint64
-FIELD = (1 << 20) - 1                 # pending and expected counts, and |tx-count|
-_TX_BITS = 21
-TAG, TAG_SHIFT = 2, 62
 _SCOPE_MODS = {"relaxed", "acquire", "release", "cta", "cluster"}
 _REMOTE_FORMS = {"arrive", "arrive_drop", "expect_tx", "complete_tx"}   # take .shared::cluster
-
-
-# --- the encoding -----------------------------------------------------------------------------
-
-def encode(pending, expected, phase, tx):
-    """The object's 64 bits (vectorized over uint64 arrays)."""
-    pending, expected, phase = (np.asarray(x, np.uint64) for x in (pending, expected, phase))
-    tx = np.asarray(tx, np.int64).astype(np.uint64) & _U64((1 << _TX_BITS) - 1)
-    return (pending | expected << _U64(20) | phase << _U64(40) | tx << _U64(41)
-            | _U64(TAG << TAG_SHIFT))
-
-
-def decode(word):
-    """(valid, pending, expected, phase, tx) of 64-bit words."""
-    w = np.asarray(word, np.uint64)
-    valid = (w >> _U64(TAG_SHIFT)) == _U64(TAG)
-    pending = (w & _U64(FIELD)).astype(np.int64)
-    expected = ((w >> _U64(20)) & _U64(FIELD)).astype(np.int64)
-    phase = ((w >> _U64(40)) & _U64(1)).astype(np.int64)
-    tx = ((w >> _U64(41)) & _U64((1 << _TX_BITS) - 1)).astype(np.int64)
-    tx = np.where(tx >= 1 << (_TX_BITS - 1), tx - (1 << _TX_BITS), tx)
-    return valid, pending, expected, phase, tx
-
-
-def _unpack(b):
-    """(count, tx change) packed by the emitter into one uint64 per lane."""
-    b = np.asarray(b, np.uint64)
-    return (b & _U64(0xFFFFFFFF)).astype(np.int64), (b >> _U64(32)).astype(np.uint32).view(np.int32).astype(np.int64)
-
-
-def _update(old, b, drop: bool):
-    """The object after one thread's arrive/expect_tx/complete_tx (b: count | tx << 32);
-    an invalid object or an arrive beyond the pending count is left as it was (the check
-    after the atomic faults on it)."""
-    valid, pending, expected, phase, tx = decode(old)
-    count, dtx = _unpack(b)
-    ok = valid & (count <= pending)
-    pending = pending - count
-    if drop:
-        expected = np.maximum(expected - count, 0)
-    tx = tx + dtx
-    done = (pending == 0) & (tx == 0)
-    new = encode(np.where(done, expected, pending), expected, phase ^ done, np.where(done, 0, tx))
-    return np.where(ok, new, np.asarray(old, np.uint64))
-
-
-def _init(old, b):
-    count = np.asarray(b, np.uint64)
-    return encode(count, count, np.zeros_like(count), np.zeros(count.shape, np.int64))
-
-
-def _inval(old, b):
-    return np.zeros(np.shape(old), np.uint64)
-
-
-STEPS = {"arrive": lambda old, b: _update(old, b, False),
-         "arrive_drop": lambda old, b: _update(old, b, True),
-         "init": _init, "inval": _inval}
 
 
 # --- runtime --------------------------------------------------------------------------------
@@ -164,7 +105,7 @@ def _shared_offsets(C, addr, generic: bool, active, iid):
 
 
 def _check_state(C, active, words, iid, what: str) -> None:
-    valid = decode(_lanes(C, words, active, np.uint64))[0]
+    valid = is_valid(_lanes(C, words, active, np.uint64))
     if not valid.all():
         _fault(C, active, ~valid, iid, what)
 
@@ -193,7 +134,7 @@ def mbar_update(C, kind: str, generic, addr, b, nocomplete: bool, iid: int, guar
     if kind == "inval":
         return old
     _, pending, _, _, tx = decode(_lanes(C, old, active, np.uint64))
-    count, dtx = _unpack(_lanes(C, b, active, np.uint64))
+    count, dtx = unpack(_lanes(C, b, active, np.uint64))
     if (count > pending).any():
         bad = count > pending
         j = int(np.argmax(bad))
@@ -231,8 +172,8 @@ def mbar_wait(C, generic: bool, addr, token, parity: bool, iid: int, guard):
     else:
         _check_state(C, active, token, iid, "mbarrier wait on a state that no mbarrier.arrive "
                                             "returned")
-        phase_of_token = decode(token)[3]
-    done = np.broadcast_to(decode(words)[3] != phase_of_token, (C.n,))
+        phase_of_token = phase_of(token)
+    done = np.broadcast_to(phase_of(words) != phase_of_token, (C.n,))
     failed = ~done if active is None else ~done & active
     land = C.__dict__.get("bulk_land")         # bulk copies counted on it (bulkcopy.py)
     if land is not None:
