@@ -4,7 +4,7 @@ import threading
 
 from ...capi.prototypes import CUhostFn
 from .capture import refuse_capturing, refuse_unsafe
-from .context import LEGACY_STREAM_HANDLES, Context, api, current, forget_handle, live_contexts, lookup_handle
+from .context import LEGACY_STREAM_HANDLES, PER_THREAD_STREAM_HANDLE, Context, api, current, forget_handle, live_contexts, lookup_handle
 from .entry import write_out
 from .errors import EmuError
 from .limits import LEAST_PRIORITY, clamp_priority
@@ -52,7 +52,7 @@ def cuStreamGetFlags(handle, flags_out):
 @api
 def cuStreamDestroy(handle):
     ctx = current(check_sticky=False)
-    if handle in LEGACY_STREAM_HANDLES:
+    if handle in (*LEGACY_STREAM_HANDLES, PER_THREAD_STREAM_HANDLE):
         raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown stream handle {handle:#x}")
     # The driver returns at once and lets queued work finish; close() drains in its thread.
     # Until it is done, that work still counts for cuCtxSynchronize and the legacy stream.
