@@ -120,6 +120,22 @@ def _wait_in_capture(ctx: Context, stream, event: Event) -> None:
 
 @api
 def cuLaunchHostFunc(stream_handle, fn, user_data):
+    _launch_host_func(stream_handle, fn, user_data)
+
+
+HOST_TASK_SYNC_MODES = (0, 1)           # CU_HOST_TASK_BLOCKING, CU_HOST_TASK_SPINWAIT
+
+
+@api
+def cuLaunchHostFunc_v2(stream_handle, fn, user_data, sync_mode):
+    # How the driver's thread waits for the next host task: no difference to what runs
+    # when, so both modes queue the function as cuLaunchHostFunc does.
+    if sync_mode not in HOST_TASK_SYNC_MODES:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown CUhostTaskSyncMode {sync_mode:#x}")
+    _launch_host_func(stream_handle, fn, user_data)
+
+
+def _launch_host_func(stream_handle, fn, user_data) -> None:
     ctx = current()
     stream = ctx.stream(stream_handle)
     if not fn:
