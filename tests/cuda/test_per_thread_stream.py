@@ -4,6 +4,7 @@ legacy default stream (both ways), and with no other stream."""
 import threading
 
 import numpy as np
+import pytest
 from helpers.memory import poisoned
 
 from lowlevel import cuda
@@ -101,3 +102,23 @@ def test_each_host_thread_has_its_own_per_thread_stream(driver):
     gate.set()
     cuda.synchronize()
     assert cuda.Stream.per_thread().query() is True
+
+
+def test_per_thread_stream_can_be_captured(driver):
+    """A capture of the per-thread stream records its work (run at each launch of the
+    graph, not at capture); the legacy stream, which would synchronise with it, is refused
+    meanwhile (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), which invalidates the capture."""
+    per_thread = cuda.Stream.per_thread()
+    ran = []
+    with cuda.capture(per_thread, mode="relaxed") as graph:
+        per_thread.add_callback(lambda: ran.append(1))
+    assert ran == []
+    runnable = graph.instantiate()
+    runnable.launch(per_thread)
+    runnable.launch(per_thread)
+    per_thread.synchronize()
+    assert ran == [1, 1]
+    with pytest.raises(cuda.CudaError) as info:
+        with cuda.capture(per_thread, mode="relaxed"):
+            cuda.Stream.legacy().add_callback(lambda: None)
+    assert info.value.name == "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"
