@@ -122,3 +122,7 @@ def test_per_thread_stream_can_be_captured(driver):
         with cuda.capture(per_thread, mode="relaxed"):
             cuda.Stream.legacy().add_callback(lambda: None)
     assert info.value.name == "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"
+    with cuda.capture(per_thread, mode="relaxed"):       # asking the legacy stream, too
+        with pytest.raises(cuda.CudaError) as info:
+            cuda.Stream.legacy().capture_status()
+        assert info.value.name == "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"

@@ -149,6 +149,13 @@ class Context:
             self.retired = [s for s in self.retired if not s.idle()]
             return [self.legacy, *self.streams.values(), *self.per_thread.values(), *self.retired]
 
+    def capturing_blocking_streams(self) -> list:
+        """The blocking streams (created or per-thread) that are capturing now: what work on
+        the legacy stream would synchronise with."""
+        with self.lock:
+            streams = [*self.streams.values(), *self.per_thread.values()]
+        return [s for s in streams if s.blocking and s.capture is not None]
+
     def add_stream(self, handle: int, stream: Stream) -> None:
         with self.lock:
             self.streams[handle] = stream
