@@ -40,6 +40,8 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuCtxGetCurrent":            ("cuCtxGetCurrent", (ptr,)),
     "cuCtxGetDevice":             ("cuCtxGetDevice", (ptr,)),
     "cuCtxSynchronize":           ("cuCtxSynchronize", ()),
+    "cuCtxGetDevice_v2":          ("cuCtxGetDevice_v2", (ptr, handle)),      # CUDA 13: of a context,
+    "cuCtxSynchronize_v2":        ("cuCtxSynchronize_v2", (handle,)),        # NULL: the current one
     # several devices: peer access and copies between contexts
     "cuDeviceCanAccessPeer":      ("cuDeviceCanAccessPeer", (ptr, CUdevice, CUdevice)),
     "cuCtxEnablePeerAccess":      ("cuCtxEnablePeerAccess", (handle, c_uint)),
@@ -126,6 +128,8 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuStreamQuery":              ("cuStreamQuery", (handle,)),
     "cuStreamWaitEvent":          ("cuStreamWaitEvent", (handle, handle, c_uint)),
     "cuLaunchHostFunc":           ("cuLaunchHostFunc", (handle, ptr, ptr)),
+    # CUDA 13: with a CUhostTaskSyncMode (CU_HOST_TASK_BLOCKING 0, CU_HOST_TASK_SPINWAIT 1)
+    "cuLaunchHostFunc_v2":        ("cuLaunchHostFunc_v2", (handle, ptr, ptr, c_uint)),
     # stream capture (CUstreamCaptureMode, CUstreamCaptureStatus: C enums, ints)
     "cuStreamBeginCapture":       ("cuStreamBeginCapture_v2", (handle, c_int)),
     "cuStreamEndCapture":         ("cuStreamEndCapture", (handle, ptr)),

@@ -17,6 +17,7 @@ from .context import ContextBound, ContextResource, device_of_thread, set_in_hos
 from .driver import NOT_READY
 
 CU_STREAM_NON_BLOCKING = 0x1
+CU_STREAM_PER_THREAD = 0x2
 CU_EVENT_BLOCKING_SYNC = 0x1
 CU_EVENT_DISABLE_TIMING = 0x2
 
@@ -31,7 +32,9 @@ CAPTURE_STATUS = ("none", "active", "invalidated")      # CUstreamCaptureStatus,
 
 
 class Stream(ContextResource):
-    """A CUDA stream. `Stream.legacy()` is the legacy default stream (handle 0)."""
+    """A CUDA stream. `Stream.legacy()` is the legacy default stream (handle 0);
+    `Stream.per_thread()` the calling host thread's per-thread default stream
+    (CU_STREAM_PER_THREAD): blocking, it synchronises with the legacy stream only."""
 
     handle = ContextBound("_handle")       # refused once the context is reset
 
@@ -69,8 +72,13 @@ class Stream(ContextResource):
     def legacy(cls) -> "Stream":
         return cls(_handle=0)
 
+    @classmethod
+    def per_thread(cls) -> "Stream":
+        return cls(_handle=CU_STREAM_PER_THREAD)
+
     def __repr__(self):
-        kind = "legacy default" if self._handle == 0 else ("non-blocking" if self.non_blocking else "blocking")
+        kind = "legacy default" if self._handle == 0 else "per-thread default" if \
+            self._handle == CU_STREAM_PER_THREAD else ("non-blocking" if self.non_blocking else "blocking")
         return f"<Stream {kind} {self._handle or 0:#x}>"
 
     def synchronize(self) -> None:

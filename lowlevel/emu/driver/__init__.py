@@ -2,6 +2,7 @@
 
     entry.py      CFunctions (a table of C functions and its decorator), write_out, Ctrl-C
     context.py    state: cuInit, versions, errors, the device, its primary context
+    ctx_v2.py     CUDA 13's cuCtxGetDevice_v2, cuCtxSynchronize_v2 (a context named)
     memory.py     cuMemAlloc/Free, pinned host memory, copies, memsets
     modules.py    cuModuleLoad*, functions, globals, cuFuncGetParamInfo
     funcattrs.py  cuFuncGetAttribute/SetAttribute: resources, the shared opt-in, clusters
@@ -14,7 +15,7 @@
     launch_ex.py  cuLaunchKernelEx (launch attributes), cuLaunchCooperativeKernel
     clusters.py   the cluster shape of a launch, checked
     occupancy.py  cuOccupancy*, the cooperative co-residency check (occupancy_rules.py)
-    streams.py    cuStream*, cuEvent*, cuLaunchHostFunc
+    streams.py    cuStream*, cuEvent*, cuLaunchHostFunc(_v2)
     queues.py     the stream and event objects: a worker thread per stream
     graphs.py     stream capture (cuStreamBeginCapture...), cuGraph*: capture.py, its objects
     assembler.py  the JIT's first check: ptxas (nvJitLink), when one is found
@@ -25,7 +26,7 @@
 Importing this package registers every driver function (functions() lists them).
 """
 from . import funcattrs, graphs, launch, launch_ex, memory, modules, occupancy, streams  # noqa: F401  (they register their C functions)
-from . import limits, managed, peer, pitched, pointer  # noqa: F401
+from . import ctx_v2, limits, managed, peer, pitched, pointer  # noqa: F401
 from .context import error_details, functions, last_launch_stats, thread_instructions, timing
 from .entry import call_time, count_call_time, pending_interrupt
 

@@ -176,7 +176,7 @@ def refuse_capturing(stream, call: str) -> None:
 def refuse_implicit(ctx, call: str) -> None:
     """Work on the legacy stream would wait for a capturing blocking stream: it fails with
     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates that capture."""
-    capturing = [s for s in list(ctx.streams.values()) if s.blocking and s.capture is not None]
+    capturing = ctx.capturing_blocking_streams()
     for s in capturing:
         s.capture.invalidate(f"{call} on the legacy stream while a blocking stream captured")
     if capturing:

@@ -26,6 +26,7 @@ from .queues import Event, Stream
 
 SUCCESS = 0
 LEGACY_STREAM_HANDLES = (0, 0x1)       # NULL and CU_STREAM_LEGACY
+PER_THREAD_STREAM_HANDLE = 0x2         # CU_STREAM_PER_THREAD
 DEVICE_COUNT = 1                       # LOWLEVEL_EMU_DEVICES, read by the first cuInit
 
 _state_lock = threading.RLock()
@@ -82,7 +83,9 @@ class Context:
 
     `lock` makes each submission atomic across host threads: the implicit dependencies of
     the legacy stream are computed and the item queued in one step, so two threads cannot
-    interleave between them. Destroyed streams whose work is still queued stay in
+    interleave between them. `per_thread` holds each host thread's CU_STREAM_PER_THREAD
+    stream, made on its first use: a blocking stream (flags 0), so it synchronises with
+    the legacy stream both ways and with no other stream, as the driver documents. Destroyed streams whose work is still queued stay in
     `retired` until it is done: cuStreamDestroy returns at once, but that work still
     orders against the legacy stream and cuCtxSynchronize still waits for it.
     """
@@ -104,6 +107,7 @@ class Context:
         self.legacy = Stream(self, 0, "legacy")
         self.streams: dict[int, Stream] = {}
         self.retired: list[Stream] = []         # destroyed, with work still queued
+        self.per_thread: dict[int, Stream] = {}  # host thread ident -> its per-thread stream
         self.events: dict[int, Event] = {}
         self.modules: dict = {}                 # handle -> modules.Module
         self.functions: dict = {}               # handle -> modules.Function
@@ -143,7 +147,14 @@ class Context:
         """Every stream with work that may still run: legacy, live, and retired ones."""
         with self.lock:
             self.retired = [s for s in self.retired if not s.idle()]
-            return [self.legacy, *self.streams.values(), *self.retired]
+            return [self.legacy, *self.streams.values(), *self.per_thread.values(), *self.retired]
+
+    def capturing_blocking_streams(self) -> list:
+        """The blocking streams (created or per-thread) that are capturing now: what work on
+        the legacy stream would synchronise with."""
+        with self.lock:
+            streams = [*self.streams.values(), *self.per_thread.values()]
+        return [s for s in streams if s.blocking and s.capture is not None]
 
     def add_stream(self, handle: int, stream: Stream) -> None:
         with self.lock:
@@ -161,7 +172,18 @@ class Context:
     def stream(self, handle: int) -> Stream:
         if handle in LEGACY_STREAM_HANDLES:
             return self.legacy
+        if handle == PER_THREAD_STREAM_HANDLE:
+            return self.per_thread_stream()
         return lookup_handle(self.streams, handle, "stream")
+
+    def per_thread_stream(self) -> Stream:
+        """The calling host thread's CU_STREAM_PER_THREAD stream (made on first use)."""
+        key = threading.get_ident()
+        with self.lock:
+            stream = self.per_thread.get(key)
+            if stream is None:
+                stream = self.per_thread[key] = Stream(self, 0, f"per-thread-{key:#x}")
+            return stream
 
     def implicit_deps(self, stream: Stream):
         """What work on `stream` must wait for under legacy default-stream semantics."""

@@ -7,7 +7,9 @@ they are enforced: a launch beyond them fails as it would on the hardware.
 `LOWLEVEL_EMU_DEVICES=2` how many devices it presents (read once, by the first cuInit), each
 with its own memory (of LOWLEVEL_EMU_MEMORY), primary context and streams.
 """
+import functools
 import os
+from types import MappingProxyType
 
 from ...capi import versions
 from ...capi.constants import DEVICE_ATTRIBUTE
@@ -61,8 +63,21 @@ def name() -> str:
     return f"lowlevel emulated GPU (sm_{major}{minor})"
 
 
-def attributes(ordinal: int = 0) -> dict[int, int]:
-    """CUdevice_attribute number -> value for device `ordinal`. Attributes not modelled report 0."""
+def attributes(ordinal: int = 0) -> MappingProxyType:
+    """build_attributes(ordinal), read-only, made once per device and LOWLEVEL_EMU_CC (what
+    the table depends on, read at each call): cuDeviceGetAttribute does not rebuild it."""
+    return _attribute_table(ordinal, os.environ.get("LOWLEVEL_EMU_CC", "9.0"))
+
+
+@functools.lru_cache(maxsize=64)
+def _attribute_table(ordinal: int, cc_setting: str) -> MappingProxyType:
+    del cc_setting                          # only the cache's key: compute_capability() reads it
+    return MappingProxyType(build_attributes(ordinal))
+
+
+def build_attributes(ordinal: int = 0) -> dict[int, int]:
+    """CUdevice_attribute number -> value for device `ordinal`, made afresh. Attributes not
+    modelled report 0."""
     major, minor = compute_capability()
     known = {
         "MAX_THREADS_PER_BLOCK": 1024,

@@ -83,7 +83,7 @@ def cuThreadExchangeStreamCaptureMode(mode_inout):
 
 def _status(ctx: Context, stream) -> int:
     if stream is ctx.legacy:
-        if any(s.blocking and s.capture is not None for s in list(ctx.streams.values())):
+        if ctx.capturing_blocking_streams():
             raise EmuError("CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
                            "the legacy stream is asked while a blocking stream is capturing")
         return _STATUS["NONE"]

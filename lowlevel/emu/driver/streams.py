@@ -4,7 +4,7 @@ import threading
 
 from ...capi.prototypes import CUhostFn
 from .capture import refuse_capturing, refuse_unsafe
-from .context import LEGACY_STREAM_HANDLES, Context, api, current, forget_handle, live_contexts, lookup_handle
+from .context import LEGACY_STREAM_HANDLES, PER_THREAD_STREAM_HANDLE, Context, api, current, forget_handle, live_contexts, lookup_handle
 from .entry import write_out
 from .errors import EmuError
 from .limits import LEAST_PRIORITY, clamp_priority
@@ -52,7 +52,7 @@ def cuStreamGetFlags(handle, flags_out):
 @api
 def cuStreamDestroy(handle):
     ctx = current(check_sticky=False)
-    if handle in LEGACY_STREAM_HANDLES:
+    if handle in (*LEGACY_STREAM_HANDLES, PER_THREAD_STREAM_HANDLE):
         raise EmuError("CUDA_ERROR_INVALID_HANDLE", f"unknown stream handle {handle:#x}")
     # The driver returns at once and lets queued work finish; close() drains in its thread.
     # Until it is done, that work still counts for cuCtxSynchronize and the legacy stream.
@@ -120,6 +120,22 @@ def _wait_in_capture(ctx: Context, stream, event: Event) -> None:
 
 @api
 def cuLaunchHostFunc(stream_handle, fn, user_data):
+    _launch_host_func(stream_handle, fn, user_data)
+
+
+HOST_TASK_SYNC_MODES = (0, 1)           # CU_HOST_TASK_BLOCKING, CU_HOST_TASK_SPINWAIT
+
+
+@api
+def cuLaunchHostFunc_v2(stream_handle, fn, user_data, sync_mode):
+    # How the driver's thread waits for the next host task: no difference to what runs
+    # when, so both modes queue the function as cuLaunchHostFunc does.
+    if sync_mode not in HOST_TASK_SYNC_MODES:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"unknown CUhostTaskSyncMode {sync_mode:#x}")
+    _launch_host_func(stream_handle, fn, user_data)
+
+
+def _launch_host_func(stream_handle, fn, user_data) -> None:
     ctx = current()
     stream = ctx.stream(stream_handle)
     if not fn:

@@ -24,10 +24,11 @@ VIDEO_OPS = ("vadd", "vsub", "vavrg", "vabsdiff", "vmin", "vmax")
 
 
 def _lanes(x, lanes: int, signed: bool):
-    """The `lanes` lanes of uint32 `x` as int64, sign- or zero-extended; shape (lanes, n)."""
+    """The `lanes` lanes of uint32 `x` as int64, sign- or zero-extended; shape x.shape +
+    (lanes,), the lanes last, so a uniform (0-d) operand broadcasts against a per-thread one."""
     x = np.asarray(x, np.uint32).astype(np.int64)
     width = 32 // lanes
-    out = np.stack([(x >> (width * i)) & ((1 << width) - 1) for i in range(lanes)])
+    out = np.stack([(x >> (width * i)) & ((1 << width) - 1) for i in range(lanes)], axis=-1)
     if signed:
         out = np.where(out >= 1 << (width - 1), out - (1 << width), out)
     return out
@@ -51,22 +52,28 @@ def video(op: str, lanes: int, a, b, c, sa: bool, sb: bool, sd: bool, sat: bool,
     t = _combine(op, _lanes(a, lanes, sa), _lanes(b, lanes, sb))
     width = 32 // lanes
     if add:
-        total = np.asarray(c, np.uint32).astype(np.int64) + t.sum(axis=0)
-        return (total & 0xFFFFFFFF).astype(np.uint32)
+        total = np.asarray(c, np.uint32).astype(np.int64) + t.sum(axis=-1)
+        return _scalar((total & 0xFFFFFFFF).astype(np.uint32))
     if sat:
         lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if sd else (0, (1 << width) - 1)
         t = np.clip(t, lo, hi)
-    d = np.zeros(t.shape[1:], np.int64)
+    d = np.zeros(t.shape[:-1], np.int64)
     for i in range(lanes):
-        d |= (t[i] & ((1 << width) - 1)) << (width * i)
-    return d.astype(np.uint32)
+        d |= (t[..., i] & ((1 << width) - 1)) << (width * i)
+    return _scalar(d.astype(np.uint32))
+
+
+def _scalar(x):
+    """A numpy scalar for a 0-d result (every operand uniform), as other helpers give."""
+    x = np.asarray(x)
+    return x if x.ndim else x[()]
 
 
 def packed16(op: str, a, b, signed: bool):
     """add/min/max.{s,u}16x2: each half-word lane alone (add wraps in its lane)."""
     va, vb = _lanes(a, 2, signed), _lanes(b, 2, signed)
     t = {"add": va + vb, "min": np.minimum(va, vb), "max": np.maximum(va, vb)}[op]
-    return ((t[0] & 0xFFFF) | ((t[1] & 0xFFFF) << 16)).astype(np.uint32)
+    return _scalar(((t[..., 0] & 0xFFFF) | ((t[..., 1] & 0xFFFF) << 16)).astype(np.uint32))
 
 
 def bmsk(a, b, wrap: bool):

@@ -102,6 +102,32 @@ def test_simd_intrinsics(driver, rng, arch):
         buf.free()
 
 
+SCALAR_SOURCE = "\n".join(
+    f'extern "C" __global__ void s{name}(const unsigned* a, unsigned b, unsigned* o)'
+    f" {{ int t = threadIdx.x; o[t] = {name}(a[t], b); }}" for name in REFERENCES)
+
+
+@pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
+def test_simd_intrinsics_with_a_uniform_operand(driver, rng, arch):
+    """b a kernel argument, the same in every thread: the video forms and sm_90's packed
+    half-word ones broadcast it against the per-thread a (they once failed: 'operands
+    could not be broadcast together with shapes (4,256) (4,)')."""
+    ptx = nvrtc_ptx(SCALAR_SOURCE, arch=arch)
+    if arch == "compute_90" and driver.runs_sass and cuda.Device(0).compute_capability < (9, 0):
+        pytest.skip("sm_90 PTX needs an sm_90 GPU")
+    mod = load_compiled(ptx)
+    n = 256
+    a, _ = simd_inputs(rng, n)
+    da, out = upload(a), cuda.mem_alloc(4 * n)
+    for name, ref in REFERENCES.items():
+        b = int(rng.integers(0, 2**32))
+        cuda.memcpy_htod(out, poisoned(n, np.uint32))
+        mod.get_function(f"s{name}").launch(1, n, (da, b, out))
+        np.testing.assert_array_equal(download(out, n, np.uint32), ref(a, np.full(n, b, np.uint32)),
+                                      err_msg=f"{name} b={b:#x}")
+    for buf in (da, out):
+        buf.free()
+
 BMSK = """.version 7.6
 .target sm_80
 .address_size 64
