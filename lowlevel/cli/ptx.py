@@ -149,8 +149,8 @@ def occupancy_table(ptx: str, dynamic: int) -> None:
 
 def _device_rules(rules, dev):
     """The calculator's view of device `dev`, from its attributes."""
-    major, _ = dev.compute_capability
-    base = rules.SM_80 if major == 8 else rules.SM_90
+    cc = dev.compute_capability
+    base = rules.SM_80 if cc in ((8, 0), (8, 7)) else rules.SM_86 if cc[0] == 8 else rules.SM_90
     a = dev.attribute
     return dataclasses.replace(
         base, sms=a("MULTIPROCESSOR_COUNT"), max_threads_per_sm=a("MAX_THREADS_PER_MULTIPROCESSOR"),

@@ -56,6 +56,15 @@ def memory_size() -> int:
 
 MAX_SHARED_PER_BLOCK = 48 * 1024           # without opting in
 MAX_SHARED_PER_BLOCK_OPTIN = 227 * 1024
+# Per compute capability (CUDA C Programming Guide, technical specifications): threads per
+# SM, CTA slots per SM, shared memory per SM, per-block opt-in shared memory.
+_PER_CC = {(8, 0): (2048, 32, 164, 163), (8, 6): (1536, 16, 100, 99), (8, 7): (2048, 16, 164, 163),
+           (8, 9): (1536, 24, 100, 99)}
+_DEFAULT_CC = (2048, 32, 228, 227)
+
+
+def shared_per_block_optin() -> int:
+    return _PER_CC.get(compute_capability(), _DEFAULT_CC)[3] * 1024
 
 
 def name() -> str:
@@ -79,13 +88,14 @@ def build_attributes(ordinal: int = 0) -> dict[int, int]:
     """CUdevice_attribute number -> value for device `ordinal`, made afresh. Attributes not
     modelled report 0."""
     major, minor = compute_capability()
+    threads_per_sm, blocks_per_sm, shared_kb, optin_kb = _PER_CC.get((major, minor), _DEFAULT_CC)
     known = {
         "MAX_THREADS_PER_BLOCK": 1024,
         "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64,
         "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535,
         "MAX_SHARED_MEMORY_PER_BLOCK": MAX_SHARED_PER_BLOCK,
-        "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": MAX_SHARED_PER_BLOCK_OPTIN,
-        "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 228 * 1024,
+        "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": optin_kb * 1024,
+        "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": shared_kb * 1024,
         "TOTAL_CONSTANT_MEMORY": 64 * 1024,
         "WARP_SIZE": 32,
         "MAX_PITCH": 2**31 - 1,
@@ -98,8 +108,8 @@ def build_attributes(ordinal: int = 0) -> dict[int, int]:
         "TEXTURE_ALIGNMENT": 512,
         "TEXTURE_PITCH_ALIGNMENT": 32,            # cuMemAllocPitch pitches are multiples of 512
         "MULTIPROCESSOR_COUNT": 132,
-        "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
-        "MAX_BLOCKS_PER_MULTIPROCESSOR": 32,
+        "MAX_THREADS_PER_MULTIPROCESSOR": threads_per_sm,
+        "MAX_BLOCKS_PER_MULTIPROCESSOR": blocks_per_sm,
         "RESERVED_SHARED_MEMORY_PER_BLOCK": 1024,
         "COOPERATIVE_LAUNCH": 1,                  # lowlevel/emu/driver/launch_ex.py
         "CLUSTER_LAUNCH": int(major >= 9),        # clusters.py

@@ -58,11 +58,11 @@ def cuFuncGetAttribute(value_out, attribute, handle):
 
 
 def _set_dynamic_shared(f: Function, value: int) -> None:
-    limit = device.MAX_SHARED_PER_BLOCK_OPTIN - f.resources()["shared"]
+    limit = device.shared_per_block_optin() - f.resources()["shared"]
     if not 0 <= value <= limit:
         raise EmuError("CUDA_ERROR_INVALID_VALUE",
                        f"{f.kernel.name}: MAX_DYNAMIC_SHARED_SIZE_BYTES = {value} is outside 0..{limit} "
-                       f"(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN {device.MAX_SHARED_PER_BLOCK_OPTIN} minus "
+                       f"(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN {device.shared_per_block_optin()} minus "
                        f"{f.resources()['shared']} bytes of static shared memory)")
     f.max_dynamic_shared = value
 

@@ -15,19 +15,18 @@ from .context import api, current
 from .entry import write_out
 from .errors import EmuError
 from .modules import Function, function_of
-from .occupancy_rules import SM_80, SM_90, KernelResources, Occupancy, SmProperties
+from .occupancy_rules import SM_80, SM_86, SM_90, KernelResources, Occupancy, SmProperties
 from .occupancy_rules import available_dynamic_shared, max_active_blocks, max_potential_block_size
 from .occupancy_rules import max_threads_for_registers
 
 GPC_SMS = (18, 18, 16, 16, 16, 16, 16, 16)
-_MAX_BLOCKS = {(8, 6): 16, (8, 7): 16, (8, 9): 24}
 
 
 def device_properties() -> SmProperties:
     """The emulated device as the calculator sees it: its reported limits, with the
     shared memory configurations and CTA slots of its compute capability."""
     cc = device.compute_capability()
-    base = SM_80 if cc[0] == 8 else SM_90
+    base = SM_80 if cc in ((8, 0), (8, 7)) else SM_86 if cc[0] == 8 else SM_90
     a = device.attributes()
 
     def attr(name):
@@ -35,7 +34,7 @@ def device_properties() -> SmProperties:
     return dataclasses.replace(
         base, major=cc[0], minor=cc[1], sms=attr("MULTIPROCESSOR_COUNT"),
         max_threads_per_sm=attr("MAX_THREADS_PER_MULTIPROCESSOR"), max_threads_per_block=attr("MAX_THREADS_PER_BLOCK"),
-        max_blocks_per_sm=_MAX_BLOCKS.get(cc, attr("MAX_BLOCKS_PER_MULTIPROCESSOR")),
+        max_blocks_per_sm=attr("MAX_BLOCKS_PER_MULTIPROCESSOR"),
         registers_per_sm=attr("MAX_REGISTERS_PER_MULTIPROCESSOR"), registers_per_block=attr("MAX_REGISTERS_PER_BLOCK"),
         shared_per_sm=attr("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"), shared_per_block=attr("MAX_SHARED_MEMORY_PER_BLOCK"),
         shared_per_block_optin=attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),

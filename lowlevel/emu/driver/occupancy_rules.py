@@ -44,6 +44,8 @@ class SmProperties:
 
 SM_80 = SmProperties(8, 0, sms=108, shared_per_sm=164 * KB, shared_per_block_optin=163 * KB,
                      shared_configs_kb=(0, 8, 16, 32, 64, 100, 132, 164))
+SM_86 = SmProperties(8, 6, sms=84, max_threads_per_sm=1536, max_blocks_per_sm=16, shared_per_sm=100 * KB,
+                     shared_per_block_optin=99 * KB, shared_configs_kb=(0, 8, 16, 32, 64, 100))
 SM_90 = SmProperties(9, 0, sms=132)
 
 
