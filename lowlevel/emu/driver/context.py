@@ -292,10 +292,16 @@ def current(check_sticky: bool = True) -> Context:
         raise EmuError("CUDA_ERROR_INVALID_CONTEXT",
                        f"the context current on this thread ({current.handle:#x}) was destroyed")
     _thread.context = ctx
-    if check_sticky and ctx.sticky is not None:
+    if check_sticky:
+        raise_sticky(ctx)
+    return ctx
+
+
+def raise_sticky(ctx: Context) -> None:
+    """The context's sticky error (a fault in earlier work), raised as the driver reports it."""
+    if ctx.sticky is not None:
         code, details = ctx.sticky
         raise EmuError(CURESULT_NAME[code], details)
-    return ctx
 
 
 

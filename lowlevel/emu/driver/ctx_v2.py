@@ -3,9 +3,8 @@ cuCtxGetDevice_v2 and cuCtxSynchronize_v2, otherwise as cuCtxGetDevice and
 cuCtxSynchronize (context.py)."""
 import ctypes
 
-from ...capi.constants import CURESULT_NAME
 from . import capture
-from .context import Context, api, context_by_handle, current, require_init
+from .context import Context, api, context_by_handle, current, raise_sticky, require_init
 from .entry import write_out
 from .errors import EmuError
 
@@ -17,9 +16,8 @@ def given_or_current(handle: int, check_sticky: bool = True) -> Context:
         return current(check_sticky)
     require_init()
     ctx = context_by_handle(handle)
-    if check_sticky and ctx.sticky is not None:
-        code, details = ctx.sticky
-        raise EmuError(CURESULT_NAME[code], details)
+    if check_sticky:
+        raise_sticky(ctx)
     return ctx
 
 

@@ -35,6 +35,11 @@ def test_group_matches_lane_order(drop, seed):
     count = rng.integers(0, 3, n).astype(np.uint64)   # 0: expect_tx / complete_tx only
     tx = rng.choice([0, 0, 16, -16, 32, -32], n).astype(np.int64).astype(np.uint64)
     b = count | ((tx & np.uint64(0xFFFFFFFF)) << np.uint64(32))
+    agrees_with_lane_order(words, idx, b, drop)
+
+
+def agrees_with_lane_order(words, idx, b, drop):
+    """The grouped arrivals return and leave what one thread at a time does."""
     ref_view = words.copy()
     ref = _one_at_a_time(ref_view, idx, b, drop)
     view = words.copy()
@@ -54,9 +59,4 @@ def test_blocks_arriving_once_each(drop, tx):
                    np.full(blocks, -tx * threads))
     idx = np.repeat(np.arange(blocks), threads)
     b = np.ones(idx.size, np.uint64) | (np.uint64(tx) << np.uint64(32))
-    ref_view = words.copy()
-    ref = _one_at_a_time(ref_view, idx, b, drop)
-    view = words.copy()
-    got = atomic_rmw(view, idx, Arrive(drop), b)
-    assert np.array_equal(got, ref)
-    assert np.array_equal(view, ref_view)
+    agrees_with_lane_order(words, idx, b, drop)
