@@ -55,7 +55,6 @@ def memory_size() -> int:
 
 
 MAX_SHARED_PER_BLOCK = 48 * 1024           # without opting in
-MAX_SHARED_PER_BLOCK_OPTIN = 227 * 1024
 # Per compute capability (CUDA C Programming Guide, technical specifications): threads per
 # SM, CTA slots per SM, shared memory per SM, per-block opt-in shared memory.
 _PER_CC = {(8, 0): (2048, 32, 164, 163), (8, 6): (1536, 16, 100, 99), (8, 7): (2048, 16, 164, 163),
