@@ -17,7 +17,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lowlevel.emu.engine.scheduler import run_kernel  # noqa: E402
-from lowlevel.emu.engine.memory import BASE, DeviceMemory  # noqa: E402
+from lowlevel.emu.engine.memory import DeviceMemory  # noqa: E402
 from lowlevel.emu.engine.decode import load_ptx  # noqa: E402
 
 PTX = """
@@ -112,19 +112,19 @@ def main():
     b = rng.standard_normal(n).astype(np.float32)
     pa, pb, pc = mem.alloc(4 * n), mem.alloc(4 * n), mem.alloc(4 * n)
     f32 = mem.view(np.float32)
-    f32[(pa - BASE) // 4:(pa - BASE) // 4 + n] = a
-    f32[(pb - BASE) // 4:(pb - BASE) // 4 + n] = b
+    f32[(pa + mem.shift) // 4:(pa + mem.shift) // 4 + n] = a
+    f32[(pb + mem.shift) // 4:(pb + mem.shift) // 4 + n] = b
     params = struct.pack("<QQQI", pa, pb, pc, n)
     ref = a + b
 
     for name, grid in (("vadd_one", -(-n // 256)), ("vadd_stride", 64)):
         times = []
         for _ in range(args.repeat):
-            f32[(pc - BASE) // 4:(pc - BASE) // 4 + n] = np.nan
+            f32[(pc + mem.shift) // 4:(pc + mem.shift) // 4 + n] = np.nan
             t = time.perf_counter()
             stats = run_kernel(mod, name, (grid, 1, 1), (256, 1, 1), params, mem)
             times.append(time.perf_counter() - t)
-            assert np.array_equal(f32[(pc - BASE) // 4:(pc - BASE) // 4 + n], ref), name
+            assert np.array_equal(f32[(pc + mem.shift) // 4:(pc + mem.shift) // 4 + n], ref), name
         best = min(times)
         print(f"{name:12s} grid {grid:5d} x 256: best {best * 1e3:7.1f} ms, "
               f"median {sorted(times)[len(times) // 2] * 1e3:7.1f} ms, "

@@ -59,6 +59,8 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuMemGetAddressRange":       ("cuMemGetAddressRange_v2", (ptr, ptr, CUdeviceptr)),
     "cuMemAllocHost":             ("cuMemAllocHost_v2", (ptr, c_size_t)),
     "cuMemFreeHost":              ("cuMemFreeHost", (ptr,)),
+    "cuMemHostAlloc":             ("cuMemHostAlloc", (ptr, c_size_t, c_uint)),
+    "cuMemHostGetFlags":          ("cuMemHostGetFlags", (ptr, ptr)),
     "cuMemAllocAsync":            ("cuMemAllocAsync", (ptr, c_size_t, handle)),
     "cuMemFreeAsync":             ("cuMemFreeAsync", (CUdeviceptr, handle)),
     "cuMemcpyHtoD":               ("cuMemcpyHtoD_v2", (CUdeviceptr, ptr, c_size_t)),

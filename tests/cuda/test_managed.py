@@ -119,13 +119,13 @@ def test_register_host_makes_copies_asynchronous(driver, rng):
 
 
 def test_device_pointer_of_pinned_memory(driver):
-    """cuMemHostGetDevicePointer: where the device maps host memory, the address kernels use;
-    the emulated device cannot map it (CAN_MAP_HOST_MEMORY 0) and says so."""
+    """cuMemHostGetDevicePointer: where the device maps host memory, the address kernels use
+    (with unified addressing, the host address itself)."""
     host = cuda.pinned_empty(256, np.float32)
     out = ctypes.c_uint64()
     code = driver.cuMemHostGetDevicePointer.unchecked(ctypes.byref(out), host.ctypes.data, 0)
     if cuda.Device(0).attribute("CAN_MAP_HOST_MEMORY"):
-        assert code == 0 and out.value != 0
+        assert code == 0 and out.value == host.ctypes.data
     else:
         assert code == CURESULT["CUDA_ERROR_INVALID_VALUE"]
     plain = np.zeros(16)

@@ -8,7 +8,6 @@ import struct
 import numpy as np
 
 from lowlevel.emu.engine.scheduler import run_kernel
-from lowlevel.emu.engine.memory import BASE
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
 POISON = 0xDEADBEEF
@@ -36,10 +35,10 @@ class Buf:
         array = np.ascontiguousarray(array)
         self.dtype, self.shape, self.nbytes = array.dtype, array.shape, array.nbytes
         self.addr = mem.alloc(max(array.nbytes, 1))
-        mem.u8[self.addr - BASE:self.addr - BASE + array.nbytes] = array.view(np.uint8).ravel()
+        mem.u8[self.addr + self.mem.shift:self.addr + self.mem.shift + array.nbytes] = array.view(np.uint8).ravel()
 
     def read(self):
-        raw = self.mem.u8[self.addr - BASE:self.addr - BASE + self.nbytes].copy()
+        raw = self.mem.u8[self.addr + self.mem.shift:self.addr + self.mem.shift + self.nbytes].copy()
         return raw.view(self.dtype).reshape(self.shape)
 
     def free(self):

@@ -17,7 +17,7 @@ import threading
 import traceback
 
 from ...capi.constants import CURESULT, CURESULT_NAME
-from ..engine.memory import DeviceMemory, unified_arena
+from ..engine.memory import HOST_RANGES, DeviceMemory, unified_arena
 from ..tools.devicetime import timeline_from_env
 from . import capture, device
 from .entry import CFunctions, keep_interrupt, stamp_calls, write_out
@@ -111,7 +111,7 @@ class Context:
         self.events: dict[int, Event] = {}
         self.modules: dict = {}                 # handle -> modules.Module
         self.functions: dict = {}               # handle -> modules.Function
-        self.pinned: dict[int, ctypes.Array] = {}      # host address -> buffer (cuMemAllocHost)
+        self.pinned: dict[int, tuple[int, int]] = {}   # address -> (size, flags): cuMemHostAlloc
         self.registered: dict[int, int] = {}    # host address -> size (cuMemHostRegister)
         self.managed: dict = {}                 # cuMemAllocManaged start -> managed.ManagedRange
         self.buffer_ids: dict[int, int] = {}    # allocation start -> CU_POINTER_ATTRIBUTE_BUFFER_ID
@@ -216,8 +216,8 @@ class Context:
             event.record_into(stream, self.implicit_deps(stream))
 
     def is_pinned(self, address: int, nbytes: int) -> bool:
-        for start, buf in list(self.pinned.items()):
-            if start <= address and address + nbytes <= start + ctypes.sizeof(buf):
+        for start, (size, _) in list(self.pinned.items()):
+            if start <= address and address + nbytes <= start + size:
                 return True
         # memory pinned by cuMemHostRegister is page-locked as well
         return any(start <= address and address + nbytes <= start + size
@@ -230,6 +230,9 @@ class Context:
     def destroy(self) -> None:
         for s in self.all_streams():
             s.close()
+        for start in [*self.pinned, *self.registered]:      # no device reaches them any more
+            HOST_RANGES.remove(start)
+        self.memory.release()
 
 
 _contexts: dict[int, Context] = {}          # device ordinal -> its primary context

@@ -117,7 +117,8 @@ def build_attributes(ordinal: int = 0) -> dict[int, int]:
         "CONCURRENT_KERNELS": 1,
         "ASYNC_ENGINE_COUNT": 2,
         "UNIFIED_ADDRESSING": 1,
-        "CAN_MAP_HOST_MEMORY": 0,
+        "CAN_MAP_HOST_MEMORY": 1,                 # hostwindow.py: at the host address
+        "CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM": 1,   # as on Linux: registered memory too
         "MANAGED_MEMORY": 1,
         "CONCURRENT_MANAGED_ACCESS": 1,           # as on an H200: host and device at once
         "PAGEABLE_MEMORY_ACCESS": 0,

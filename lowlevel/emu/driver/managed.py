@@ -10,15 +10,20 @@ validates them and recorded per 4 KiB page (the CPU page the driver rounds to), 
 cuMemRangeGetAttribute answers what was asked for. Host NUMA locations are recorded as the
 host (the emulated system has one NUMA node, 0).
 
+With unified addressing, cuMemAllocManaged memory sits at one address for host and kernels:
+its pages of the host window (engine/hostwindow.py) are open.
+
 cuMemHostRegister page-locks (here: records) an existing host range: copies from and to it
-are truly asynchronous, as from cuMemAllocHost memory. The emulated device cannot map host
-memory (CAN_MAP_HOST_MEMORY = 0), so CU_MEMHOSTREGISTER_DEVICEMAP is refused.
+are truly asynchronous, as from cuMemAllocHost memory, and kernels of every device reach it
+at its host address (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM = 1, as on Linux), checked
+against the range (HOST_RANGES). Read-only and I/O registrations are refused.
 """
 import ctypes
 
 import numpy as np
 
 from ...capi.memory_constants import MEM_ADVISE, MEM_LOCATION_TYPE, MEM_RANGE_ATTRIBUTE
+from ..engine.memory import HOST_RANGES
 from .capture import refuse_unsafe
 from .context import api, current, device_count, live_contexts
 from .entry import write_out
@@ -59,7 +64,7 @@ def cuMemAllocManaged(dptr_out, nbytes, flags):
     refuse_unsafe(ctx, "cuMemAllocManaged")
     if flags not in (ATTACH_GLOBAL, ATTACH_HOST):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"flags {flags:#x}: must be CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST")
-    address = allocate(ctx, nbytes)
+    address = allocate(ctx, nbytes, visible=True)
     ctx.managed[address] = ManagedRange(address, nbytes)
     write_out(ctypes.c_uint64, dptr_out, address)
 
@@ -167,7 +172,7 @@ def cuMemRangeGetAttribute(data, size, attribute, ptr, count):
 # ---- registered host memory -------------------------------------------------------------------
 def _overlaps(start: int, size: int) -> bool:
     for ctx in live_contexts():
-        ranges = [*ctx.registered.items(), *((a, ctypes.sizeof(b)) for a, b in list(ctx.pinned.items()))]
+        ranges = [*ctx.registered.items(), *((a, n) for a, (n, _) in list(ctx.pinned.items()))]
         if any(a < start + size and start < a + n for a, n in ranges):
             return True
     return False
@@ -181,13 +186,18 @@ def cuMemHostRegister(p, nbytes, flags):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "cuMemHostRegister: NULL pointer or 0 bytes")
     if flags & ~(REGISTER_PORTABLE | REGISTER_DEVICEMAP | REGISTER_IOMEMORY | REGISTER_READ_ONLY):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"cuMemHostRegister: unknown flags {flags:#x}")
-    if flags & (REGISTER_DEVICEMAP | REGISTER_IOMEMORY | REGISTER_READ_ONLY):
+    if flags & (REGISTER_IOMEMORY | REGISTER_READ_ONLY):
         raise EmuError("CUDA_ERROR_NOT_SUPPORTED",
-                       "cuMemHostRegister: the emulated device cannot map host memory (DEVICEMAP, IOMEMORY, READ_ONLY)")
+                       "cuMemHostRegister: IOMEMORY and READ_ONLY registrations are not emulated "
+                       "(READ_ONLY_HOST_REGISTER_SUPPORTED is 0)")
     if _overlaps(p, nbytes):
         raise EmuError("CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
                        f"cuMemHostRegister: [{p:#x}, +{nbytes}) overlaps page-locked memory")
+    hit = locate(p) or locate(p + nbytes - 1)
+    if hit is not None:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"cuMemHostRegister: [{p:#x}, +{nbytes}) is {hit.kind} memory")
     ctx.registered[p] = nbytes
+    HOST_RANGES.add(p, nbytes)
 
 
 @api
@@ -198,8 +208,7 @@ def cuMemHostGetDevicePointer(dptr_out, p, flags):
     hit = locate(p)
     if hit is None or hit.kind not in ("pinned", "registered"):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"cuMemHostGetDevicePointer: {p:#x} is not page-locked host memory")
-    # CAN_MAP_HOST_MEMORY is 0: no kernel of the emulated device can reach host memory
-    raise EmuError("CUDA_ERROR_INVALID_VALUE", "cuMemHostGetDevicePointer: the emulated device cannot map host memory")
+    write_out(ctypes.c_uint64, dptr_out, p)        # unified addressing: the host address itself
 
 
 @api
@@ -212,3 +221,4 @@ def cuMemHostUnregister(p):
                        f"cuMemHostUnregister: {p:#x} is not the start of a registered range")
     owner.synchronize()            # copies still using it finish first
     del owner.registered[p]
+    HOST_RANGES.remove(p)

@@ -1,7 +1,13 @@
-"""The emulated driver's memory functions: cuMemAlloc/Free, pinned host memory, copies, memsets."""
+"""The emulated driver's memory functions: cuMemAlloc/Free, pinned host memory, copies, memsets.
+
+Page-locked host memory (cuMemAllocHost, cuMemHostAlloc) lives in the arena too, on whole
+pages the host window opens (engine/hostwindow.py): with unified addressing its host
+pointer is its device pointer, and kernels of every device reach it (HOST_RANGES), whatever
+the flags, as the driver documents. It is not device memory: cuMemGetInfo leaves it out.
+"""
 import ctypes
 
-from ..engine.memory import AccessFault, OutOfMemory
+from ..engine.memory import HOST_RANGES, AccessFault, OutOfMemory
 from .capture import refuse_unsafe
 from .context import Context, api, current, live_contexts
 from .entry import write_out
@@ -29,12 +35,13 @@ def cuMemGetInfo(free_out, total_out):
     write_out(ctypes.c_size_t, total_out, total)
 
 
-def allocate(ctx: Context, nbytes: int) -> int:
-    """`nbytes` of the context's device memory, with a fresh buffer id (every cuMemAlloc* call)."""
+def allocate(ctx: Context, nbytes: int, visible: bool = False, counted: bool = True) -> int:
+    """`nbytes` of the context's device memory, with a fresh buffer id (every cuMemAlloc* call);
+    `visible`: the host reaches it at the same address (managed, page-locked memory)."""
     if nbytes == 0:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "cannot allocate 0 bytes")
     try:
-        address = ctx.memory.alloc(nbytes)
+        address = ctx.memory.alloc(nbytes, visible=visible, counted=counted)
     except OutOfMemory:
         raise EmuError("CUDA_ERROR_OUT_OF_MEMORY",
                        f"{nbytes} bytes requested, {ctx.memory.size - ctx.memory.used()} free "
@@ -54,6 +61,8 @@ def _check_freeable(ctx: Context, dptr: int) -> None:
     """cuMemFree takes only what cuMemAlloc gave: not a module's variables, not an offset."""
     if not ctx.memory.is_allocation(dptr):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{dptr:#x} is not the start of a live allocation")
+    if dptr in ctx.pinned:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{dptr:#x} is page-locked host memory: cuMemFreeHost frees it")
     for module in ctx.modules.values():
         for name, (address, _) in (getattr(module.ptx, "symbols", None) or {}).items():
             if address == dptr:
@@ -84,20 +93,48 @@ def cuMemGetAddressRange(base_out, size_out, dptr):
         write_out(ctypes.c_size_t, size_out, hit[1])
 
 
+HOSTALLOC_PORTABLE, HOSTALLOC_DEVICEMAP, HOSTALLOC_WRITECOMBINED = 0x1, 0x2, 0x4
+
+
+def _host_alloc(host_out, nbytes, flags, call: str) -> None:
+    ctx = current()
+    refuse_unsafe(ctx, call)
+    if flags & ~(HOSTALLOC_PORTABLE | HOSTALLOC_DEVICEMAP | HOSTALLOC_WRITECOMBINED):
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{call}: unknown flags {flags:#x}")
+    if nbytes == 0:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{call}: cannot allocate 0 bytes")
+    try:
+        address = ctx.memory.alloc(nbytes, visible=True, counted=False)
+    except OutOfMemory:
+        # The host cannot lock (here: hold) that much, as the driver reports it.
+        raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", f"{call}: cannot allocate {nbytes} bytes of page-locked host memory")
+    ctx.pinned[address] = (nbytes, flags)
+    HOST_RANGES.add(address, nbytes, ctx.memory.shift)
+    note_allocation(ctx, address)
+    write_out(ctypes.c_void_p, host_out, address)
+
+
 @api
 def cuMemAllocHost(host_out, nbytes):
-    ctx = current()
-    refuse_unsafe(ctx, "cuMemAllocHost")
-    if nbytes == 0:
-        raise EmuError("CUDA_ERROR_INVALID_VALUE", "cannot allocate 0 bytes")
-    try:
-        buf = (ctypes.c_char * nbytes)()
-    except (MemoryError, OverflowError):
-        # The host cannot lock (here: hold) that much, as the driver reports it.
-        raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", f"cannot allocate {nbytes} bytes of page-locked host memory")
-    ctx.pinned[ctypes.addressof(buf)] = buf
-    note_allocation(ctx, ctypes.addressof(buf))
-    write_out(ctypes.c_void_p, host_out, ctypes.addressof(buf))
+    _host_alloc(host_out, nbytes, 0, "cuMemAllocHost")
+
+
+@api
+def cuMemHostAlloc(host_out, nbytes, flags):
+    _host_alloc(host_out, nbytes, flags, "cuMemHostAlloc")
+
+
+@api
+def cuMemHostGetFlags(flags_out, host):
+    current()
+    owner = next((c for c in live_contexts() for start, (size, _) in list(c.pinned.items())
+                  if start <= host < start + size), None)
+    if owner is None:
+        raise EmuError("CUDA_ERROR_INVALID_VALUE",
+                       f"cuMemHostGetFlags: {host:#x} is not inside memory from cuMemAllocHost or cuMemHostAlloc")
+    _, flags = next(v for s, v in owner.pinned.items() if s <= host < s + v[0])
+    # Unified addressing maps every page-locked allocation into every context
+    write_out(ctypes.c_uint, flags_out, flags | HOSTALLOC_DEVICEMAP | HOSTALLOC_PORTABLE)
 
 
 @api
@@ -106,8 +143,10 @@ def cuMemFreeHost(host):
     refuse_unsafe(ctx, "cuMemFreeHost")
     ctx.synchronize()
     if ctx.pinned.pop(host, None) is None:
-        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{host:#x} was not allocated by cuMemAllocHost")
+        raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{host:#x} was not allocated by cuMemAllocHost or cuMemHostAlloc")
+    HOST_RANGES.remove(host)
     forget_allocation(ctx, host)
+    ctx.memory.free(host)
 
 
 @api

@@ -63,8 +63,6 @@ class _Side:
             raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{what}Device {self.base:#x} is not device memory")
         # A unified address is whatever it points at: device memory, or host memory.
         self.memory = hit.ctx.memory if hit is not None and hit.kind in ("device", "managed") else None
-        if self.memory is not None:
-            self.base = hit.address         # a managed allocation may be given by its host view
         self.pinned = hit is not None and hit.kind in ("pinned", "registered")
 
     def row(self, y: int, z: int) -> int:

@@ -4,20 +4,19 @@ Addresses are unified (one address space for every device and for pinned host me
 pointer is looked up in every live context, whichever is current: the attributes name the
 context and device that own it. Kinds of memory:
 
-    device      cuMemAlloc, cuMemAllocAsync, cuMemAllocPitch, module variables
-    managed     cuMemAllocManaged: in the device arena, reachable by the host too; its host
-                pointer differs from its device pointer (the "disjoint addressing" the driver
-                documents for registered memory): the host reaches the arena's bytes
-    pinned      cuMemAllocHost: host memory (the emulated device cannot map host memory:
-                CAN_MAP_HOST_MEMORY is 0, so it has no device pointer)
+    device      cuMemAlloc, cuMemAllocAsync, cuMemAllocPitch, module variables: no host
+                pointer (the host faults on it)
+    managed     cuMemAllocManaged: one address for host and device
+    pinned      cuMemAllocHost, cuMemHostAlloc: host memory, at the same address on the
+                device (unified addressing maps it, whatever the flags)
     registered  cuMemHostRegister: the same, for memory the program allocated
+                (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is 1)
 """
 import ctypes
 import itertools
 from dataclasses import dataclass
 
 from ...capi.memory_constants import MEMORY_TYPE, POINTER_ATTRIBUTE
-from ..engine.memory import BASE
 from .context import Context, api, current, live_contexts
 from .errors import EmuError
 
@@ -49,29 +48,13 @@ class Located:
         return self.ctx.buffer_ids[self.start]
 
 
-def _from_host_view(ctx: Context, ptr: int) -> int | None:
-    """The device address of a host address inside the arena's host mapping (how the host
-    reaches managed memory), or None."""
-    memory = ctx.memory
-    if memory.host_base <= ptr < memory.host_base + memory.u8.size:
-        return ptr - memory.host_base + BASE
-    return None
-
-
 def locate(ptr: int) -> Located | None:
-    """The allocation (or host range) that contains `ptr`, in any live context; a managed
-    allocation is found from its device address and from its host one alike."""
+    """The allocation (or host range) that contains `ptr`, in any live context."""
     for ctx in live_contexts():
         hit = ctx.memory.find(ptr)
         if hit is not None:
-            return Located("managed" if hit[0] in ctx.managed else "device", ctx, *hit, ptr)
-        address = _from_host_view(ctx, ptr)
-        hit = None if address is None else ctx.memory.find(address)
-        if hit is not None and hit[0] in ctx.managed:
-            return Located("managed", ctx, *hit, address)
-        for start, buf in list(ctx.pinned.items()):
-            if start <= ptr < start + ctypes.sizeof(buf):
-                return Located("pinned", ctx, start, ctypes.sizeof(buf), ptr)
+            kind = "managed" if hit[0] in ctx.managed else "pinned" if hit[0] in ctx.pinned else "device"
+            return Located(kind, ctx, *hit, ptr)
         for start, size in list(ctx.registered.items()):
             if start <= ptr < start + size:
                 return Located("registered", ctx, start, size, ptr)
@@ -79,14 +62,11 @@ def locate(ptr: int) -> Located | None:
 
 
 def _device_pointer(hit: Located, ptr: int):
-    # Host memory: the emulated device cannot reach it (no mapped pinned memory).
-    return hit.address if hit.kind in ("device", "managed") else None
+    return ptr                  # unified addressing: every kind, at the address itself
 
 
 def _host_pointer(hit: Located, ptr: int):
-    if hit.kind == "managed":
-        return hit.ctx.memory.host_address(hit.address)
-    return ptr if hit.kind in ("pinned", "registered") else None
+    return None if hit.kind == "device" else ptr
 
 
 _BOOL, _INT, _UINT, _U64, _PTR, _SIZE = (ctypes.c_bool, ctypes.c_int, ctypes.c_uint, ctypes.c_uint64,

@@ -2,12 +2,17 @@
 
 Device addresses start at BASE (2^36, above 2^32) so that a pointer truncated to 32 bits
 can never land inside an allocation: it faults, as it would on a GPU. The arena is one
-anonymous mmap, so untouched pages cost nothing and the bytes have a stable host address
-that host<->device copies reach with a plain memmove.
+mmap, so untouched pages cost nothing and the bytes have a stable host address that
+host<->device copies reach with a plain memmove. The driver's arena (hostwindow.Arena) is
+also mapped at BASE for the host, where only managed and page-locked pages are readable
+(unified addressing); a standalone DeviceMemory maps no such window.
 
 Every access the engine makes goes through `offsets()`, which checks each thread's
 address against the allocation table: an access is legal only if all of its bytes lie
-inside one live allocation, and it is aligned to its own size.
+inside one live allocation (or in host memory every device may reach, HOST_RANGES), and
+it is aligned to its own size. The indices it returns are into one view of the whole host
+address space (`u8`, `view()`), so device memory and registered host memory are reached
+alike.
 """
 import bisect
 import ctypes
@@ -19,6 +24,7 @@ import threading
 import numpy as np
 
 from .faults import KernelFault
+from .hostwindow import ADDRESS_SPACE, HOST_RANGES, ORIGIN, PAGE, Arena
 
 BASE = 1 << 36           # first device address
 MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
@@ -48,7 +54,7 @@ class AccessFault(Exception):
 class DeviceMemory:
     """The arena and its allocation table (first fit over a sorted free list)."""
 
-    def __init__(self, size: int, first_offset: int = 0, arena: mmap.mmap | None = None):
+    def __init__(self, size: int, first_offset: int = 0, arena: Arena | mmap.mmap | None = None):
         # `first_offset`: where this device's addresses begin above BASE, so that several
         # devices never hand out the same address (unified addressing); the pages below it
         # are mapped but never touched, which costs nothing (and, not reserved, counts
@@ -60,51 +66,94 @@ class DeviceMemory:
             arena = mmap.mmap(-1, first_offset + size, flags=flags)
         elif len(arena) < first_offset + size:
             raise ValueError(f"the shared arena ({len(arena)} bytes) ends before this device's memory")
-        self._map = arena
+        self.first_offset = first_offset
+        self._window = arena if isinstance(arena, Arena) else None
+        self._map = arena.map if isinstance(arena, Arena) else arena
         # The memories of the devices this one's kernels may also reach (those its context
         # enabled peer access to, cuCtxEnablePeerAccess): asked only when an access misses
         # this device's own allocations. The driver sets it; a callable, as a peer that is
         # reset since is a fresh context whose access was never enabled.
         self.peer_memories = tuple
-        self.u8 = np.frombuffer(self._map, dtype=np.uint8)
+        self.u8 = ADDRESS_SPACE
         self.host_base = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
+        # device address + shift = its index in u8 (through the emulator's view)
+        self.shift = self.host_base - BASE - ORIGIN
+        self._shift_u64 = np.uint64(self.shift % 2**64)
         self._lock = threading.Lock()
         self._free = [(first_offset, size)]  # (offset, length), sorted by offset
         self._starts: list[int] = []        # device addresses of live allocations, sorted
         self._sizes: dict[int, int] = {}    # start address -> requested size
+        self._held: dict[int, tuple[int, int]] = {}    # start -> (arena offset, length) reserved
+        self._visible: set[int] = set()     # starts whose window pages the host may touch
+        self._uncounted: set[int] = set()   # page-locked host memory: not device memory used
         # (starts, ends, np starts, np ends) of the live allocations, published as one
         # tuple so that readers on other threads never see halves of two different tables
         self._index = ((), (), np.zeros(0, np.uint64), np.zeros(0, np.uint64))
         self._views: dict[np.dtype, np.ndarray] = {}
 
     # -- allocation -------------------------------------------------------------------
-    def alloc(self, nbytes: int) -> int:
-        """Reserve `nbytes` (rounded up to ALIGNMENT) and return the device address."""
-        need = max(ALIGNMENT, -(-nbytes // ALIGNMENT) * ALIGNMENT)
+    def alloc(self, nbytes: int, visible: bool = False, counted: bool = True) -> int:
+        """Reserve `nbytes` (rounded up to ALIGNMENT) and return the device address.
+
+        `visible`: the host reaches it at that address too (managed, page-locked memory):
+        whole pages, so that no device allocation shares a page the host may read.
+        `counted`: it is device memory in used() (page-locked host memory is not).
+        """
+        align = PAGE if visible else ALIGNMENT
+        need = max(align, -(-nbytes // align) * align)
         with self._lock:
             for i, (off, length) in enumerate(self._free):
-                if length >= need:
-                    if length == need:
-                        del self._free[i]
-                    else:
-                        self._free[i] = (off + need, length - need)
-                    addr = BASE + off
+                start = -(-off // align) * align
+                if start + need <= off + length:
+                    pieces = [(off, start - off), (start + need, off + length - start - need)]
+                    self._free[i:i + 1] = [p for p in pieces if p[1]]
+                    addr = BASE + start
                     bisect.insort(self._starts, addr)
                     self._sizes[addr] = nbytes
+                    self._held[addr] = (start, need)
+                    if not counted:
+                        self._uncounted.add(addr)
+                    if visible:
+                        self._visible.add(addr)
+                        self._expose(start, need, True)
                     self._reindex()
                     return addr
         raise OutOfMemory(nbytes)
 
+    def _expose(self, off: int, length: int, visible: bool) -> None:
+        if self._window is not None:
+            self._window.expose(off, length, visible)
+
     def free(self, addr: int) -> None:
         """Release the allocation that starts at `addr`; KeyError if there is none."""
         with self._lock:
-            nbytes = self._sizes.pop(addr)
+            del self._sizes[addr]
             self._starts.remove(addr)
             self._reindex()
-            off = addr - BASE
-            need = max(ALIGNMENT, -(-nbytes // ALIGNMENT) * ALIGNMENT)
+            off, need = self._held.pop(addr)
+            self._uncounted.discard(addr)
+            if addr in self._visible:
+                self._visible.discard(addr)
+                self._expose(off, need, False)
             bisect.insort(self._free, (off, need))
             self._coalesce()
+
+    def release(self) -> None:
+        """Forget every allocation, close their host pages and give the bytes back (the
+        context that owned this memory is gone: a fresh one finds zeros and faults on the
+        old pointers)."""
+        with self._lock:
+            for addr in self._visible:
+                self._expose(*self._held[addr], False)
+            self._visible.clear()
+            self._starts.clear()
+            self._sizes.clear()
+            self._held.clear()
+            self._uncounted.clear()
+            self._free = [(self.first_offset, self.size)]
+            self._reindex()
+            if self._window is not None:
+                self._window.discard(self.first_offset, self.size)
 
     def _coalesce(self) -> None:
         merged = []
@@ -124,8 +173,7 @@ class DeviceMemory:
 
     def used(self) -> int:
         with self._lock:
-            sizes = list(self._sizes.values())
-        return sum(max(ALIGNMENT, -(-n // ALIGNMENT) * ALIGNMENT) for n in sizes)
+            return sum(n for a, (_, n) in self._held.items() if a not in self._uncounted)
 
     def is_allocation(self, addr: int) -> bool:
         return addr in self._sizes
@@ -147,22 +195,22 @@ class DeviceMemory:
         hit = self.find(addr)
         if hit is None or addr + nbytes > hit[0] + hit[1]:
             raise AccessFault("CUDA_ERROR_INVALID_VALUE", 0, addr, nbytes)
-        return addr - BASE
+        return addr + self.shift
 
     def host_address(self, addr: int) -> int:
         """The host address of device address `addr` (for memmove in copies)."""
         return self.host_base + (addr - BASE)
 
     def view(self, dtype) -> np.ndarray:
-        """The whole arena as an array of `dtype` (index = offset // itemsize)."""
+        """The address space as an array of `dtype` (index = offset // itemsize)."""
         dtype = np.dtype(dtype)
         v = self._views.get(dtype)
         if v is None:
-            v = self._views[dtype] = self.u8.view(dtype)
+            v = self._views[dtype] = _views(dtype)
         return v
 
     def offsets(self, addrs: np.ndarray, nbytes: int) -> np.ndarray:
-        """Arena offsets (int64) of `addrs` (uint64) for an access of `nbytes` bytes each.
+        """Indices into `u8` (int64) of `addrs` (uint64) for an access of `nbytes` bytes each.
 
         Raises AccessFault naming the first offending element when any address is
         misaligned (addr % nbytes != 0) or any access leaves its allocation.
@@ -190,9 +238,13 @@ class DeviceMemory:
             if not inside.all():
                 inside |= self._in_peers(addrs, nbytes)
             if not inside.all():
-                i = int(np.argmin(inside))
-                raise AccessFault("CUDA_ERROR_ILLEGAL_ADDRESS", i, int(addrs.flat[i]), nbytes)
-        return (addrs - np.uint64(BASE)).astype(np.int64)
+                host, shifts = HOST_RANGES.shifts(addrs, nbytes)
+                host &= ~inside
+                if not (inside | host).all():
+                    i = int(np.argmin(inside | host))
+                    raise AccessFault("CUDA_ERROR_ILLEGAL_ADDRESS", i, int(addrs.flat[i]), nbytes)
+                return np.where(host, addrs.astype(np.int64) + shifts, (addrs + self._shift_u64).astype(np.int64))
+        return (addrs + self._shift_u64).astype(np.int64)
 
     def within(self, addrs: np.ndarray, nbytes: int) -> np.ndarray:
         """Bool mask over `addrs` (uint64): the `nbytes` bytes at each lie inside one live
@@ -213,18 +265,34 @@ class DeviceMemory:
         return inside
 
 
-def unified_arena(devices: int, size: int) -> mmap.mmap | None:
-    """The one mapping the memories of `devices` devices of `size` bytes each share (None
-    for one device, which maps its own): device k's bytes are at offsets [k*size, (k+1)*size),
-    as its addresses are [BASE + k*size, ...). Made once per process (and per shape)."""
-    if devices <= 1:
-        return None
-    return _arena(devices * size)
-
-
 @functools.cache
-def _arena(nbytes: int) -> mmap.mmap:
-    return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE)
+def _views(dtype: np.dtype) -> np.ndarray:
+    return ADDRESS_SPACE.view(dtype)
+
+
+_arenas: dict[int, Arena] = {}
+_arenas_lock = threading.Lock()
+
+
+def unified_arena(devices: int, size: int) -> Arena:
+    """The one arena the memories of `devices` devices of `size` bytes each share: device
+    k's bytes are at offsets [k*size, (k+1)*size), as its addresses are [BASE + k*size, ...).
+    Made once per process and shape; the newest holds the host window at BASE (one window
+    fits there: a new shape, rare, takes it from the old one)."""
+    nbytes = devices * size
+    with _arenas_lock:
+        arena = _arenas.get(nbytes)
+        if arena is None or arena.base is None:
+            for old in _arenas.values():
+                old.close()
+            arena = _arenas[nbytes] = Arena(nbytes, BASE) if arena is None else _reopen(arena)
+        return arena
+
+
+def _reopen(arena: Arena) -> Arena:
+    # an arena whose window went to another shape: a fresh one (its old bytes belong to
+    # contexts of that time, which the window no longer shows; their views stay mapped)
+    return Arena(arena.nbytes, BASE)
 
 
 __all__ = ["BASE", "ALIGNMENT", "DeviceMemory", "unified_arena", "AccessFault", "OutOfMemory", "KernelFault"]

@@ -34,7 +34,7 @@ from ..ptx.errors import PtxError
 from . import bulkcopy, mbarrier
 from .operands import Mods, operands, unsupported
 from .registry import provide, register
-from ..engine.memory import BASE, AccessFault
+from ..engine.memory import AccessFault
 from ..ptx.ir import Addr, Imm, Instruction, Reg
 from .memops import address, operands_less_policy, take_space
 
@@ -154,7 +154,7 @@ def cp_async(C, dst, src, cp: int, src_size, ignore, iid: int, guard) -> None:
         reading = k > 0
         if reading.any():
             _check_source(C, s, k, cp, reading, iid, active)
-            base = (s[reading] - _U64(BASE)).astype(np.int64)
+            base = mem.offsets(s[reading], 1)          # checked: where each source starts
             take = j[None, :] < k[reading][:, None]
             rows = data[reading]
             rows[take] = mem.u8[(base[:, None] + j)[take]]

@@ -37,7 +37,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.faults import KernelFault
-from ..engine.memory import BASE
 from ..ptx.errors import PtxError
 from ..ptx.ir import Addr, Imm, Instruction
 from . import mbarrier
@@ -158,7 +157,7 @@ def _sources(C, s, n, from_global: bool, act, lanes, iid):
     if from_global and s.size:
         hit = C.memory.find(int(s.min()))
         if hit is not None and int((s + n).max()) <= hit[0] + hit[1]:   # one allocation
-            return C.memory.u8[_spans(s.astype(np.int64) - BASE, sizes)], offs
+            return C.memory.u8[_spans(s.astype(np.int64) + C.memory.shift, sizes)], offs
     elif s.size:                    # the CTA's own shared memory (::cta), checked at once
         try:
             first = C.window_index("shared", s, 16, 1, iid, "load", act, None)
@@ -208,7 +207,7 @@ def _read(C, s: int, n: int, from_global: bool, act, j: int, lanes, iid):
         if hit is None or s + n > hit[0] + hit[1]:
             _fault(C, "CUDA_ERROR_ILLEGAL_ADDRESS", int(lanes[j]), iid,
                    f"out-of-bounds {n}-byte cp.async.bulk global read at {s:#x}")
-        off = s - BASE
+        off = s + C.memory.shift
         return C.memory.u8[off:off + n].copy()
     start = _window(C, s, n, act, j, iid, "load", remote=False)   # the CTA's own (::cta)
     return C.smem[start:start + n].copy()

@@ -15,7 +15,7 @@ from helpers.emu_engine import HEADER, Buf, launch
 from lowlevel.emu.engine.scheduler import run_kernel
 from lowlevel.emu.engine.faults import KernelFault
 from lowlevel.emu.ptx.errors import PtxError
-from lowlevel.emu.engine.memory import BASE, DeviceMemory
+from lowlevel.emu.engine.memory import DeviceMemory
 from lowlevel.emu.engine.decode import load_ptx
 from lowlevel.emu.isa.addressing import LOCAL_WINDOW, SHARED_WINDOW
 
@@ -515,7 +515,7 @@ def test_module_global_initializer_forms():
 
     def raw(name, dt):
         addr, size = sym[name]
-        return mem.u8[addr - BASE:addr - BASE + size].view(dt).tolist()
+        return mem.u8[addr + mem.shift:addr + mem.shift + size].view(dt).tolist()
     assert raw("a", np.uint32) == [7]
     assert raw("b", np.float64) == [1.5, 2.0, -3.0]
     assert raw("c", np.float32) == [1.0, 2.0, 3.0, 4.0]
