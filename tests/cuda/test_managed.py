@@ -27,7 +27,7 @@ def test_host_and_kernel_share_managed_memory(driver, rng):
     assert info.is_managed and info.memory_type == "device" and info.device_pointer == c.ptr
     assert info.host_pointer is not None and info.range_size == 4 * n
     assert not cuda.pointer_attributes(cuda.mem_alloc(64)).is_managed
-    # the host view's address is the same memory (on a GPU: the same address)
+    # the host pointer is the device pointer (unified addressing)
     seen = cuda.pointer_attributes(hc.ctypes.data + 8)
     assert seen.is_managed and seen.device_pointer == c.ptr + 8 and seen.host_pointer == hc.ctypes.data + 8
 

@@ -153,18 +153,28 @@ def test_page_locked_memory_leaves_device_memory_free(driver, rng):
     assert during == before
 
 
-def test_wild_pointer_next_to_managed_memory_faults(driver, rng):
+@pytest.mark.parametrize("kind", ["managed", "registered"])
+def test_wild_pointer_next_to_host_reachable_memory_faults(driver, rng, kind):
     n = int(rng.integers(1, 1000))
-    a, b, c = (cuda.mem_alloc_managed(4 * n) for _ in range(3))
-    _at(a.ptr, n)[:] = 1
-    _at(b.ptr, n)[:] = 2
-    # one element past the allocation: still on the page the host may touch, yet outside
+    a, b = cuda.mem_alloc(4 * (n + 1)), cuda.mem_alloc(4 * (n + 1))
+    if kind == "managed":
+        keep = cuda.mem_alloc_managed(4 * n)        # lives as long as the test
+        c = keep.ptr
+    else:
+        keep = np.empty(n, np.float32)
+        c = keep.ctypes.data
+        driver.cuMemHostRegister(c, keep.nbytes, DEVICEMAP)
+    _at(c, n)[:] = np.nan                 # the host may touch the whole range at that address
+    # one element past the range: on a page the host may touch, yet outside it (the fault is
+    # sticky: the fixture's reset drops the registration with the context)
     _add(a, b, c, n + 1)
     with pytest.raises(cuda.CudaError) as e:
         cuda.synchronize()
     assert e.value.name == "CUDA_ERROR_ILLEGAL_ADDRESS"
     if driver.kind == "emu":
-        assert "vector_add" in e.value.details and "thread" in e.value.details
+        assert f"at {c + 4 * n:#x}" in e.value.details
+        assert "vector_add" in e.value.details and "thread (" in e.value.details and "PTX line" in e.value.details
+    del keep
 
 
 def test_managed_memory_after_a_primary_context_reset(driver, rng):
