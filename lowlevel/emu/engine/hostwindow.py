@@ -15,6 +15,7 @@ address-space view.
 import bisect
 import ctypes
 import ctypes.util
+import errno
 import mmap
 import os
 import threading
@@ -37,12 +38,7 @@ _libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_
 
 def _failed(call: str, detail: str) -> OSError:
     err = ctypes.get_errno()
-    return OSError(err, f"{call} {detail}: {os.strerror(err)} ({errno_name(err)})")
-
-
-def errno_name(err: int) -> str:
-    import errno
-    return errno.errorcode.get(err, str(err))
+    return OSError(err, f"{call} {detail}: {os.strerror(err)} ({errno.errorcode.get(err, err)})")
 
 
 def page_span(start: int, length: int) -> tuple[int, int]:
