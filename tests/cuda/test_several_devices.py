@@ -20,6 +20,30 @@ def on(device: int):
     cuda.Device(device).set_current()
 
 
+def check_page_locked_memory_is_reached_by_every_device():
+    """Unified addressing: memory from cuMemHostAlloc while device 0 is current is written by
+    a kernel of device 1 at its host address, with no peer access enabled (it runs first: later checks enable it)."""
+    rng = np.random.default_rng()
+    n = int(rng.integers(1, 4000))
+    on(0)
+    cuda.synchronize()                          # device 0's context is current from here
+    drv = cuda.get_driver()
+    p = ctypes.c_void_p()
+    drv.cuMemHostAlloc(ctypes.byref(p), 4 * n, 0)
+    host = np.ctypeslib.as_array((ctypes.c_float * n).from_address(p.value))
+    host[:] = np.nan
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    on(1)
+    da, db = cuda.mem_alloc(4 * n), cuda.mem_alloc(4 * n)
+    cuda.memcpy_htod(da, x)
+    cuda.memcpy_htod(db, y)
+    kernels.module("vector_add").get_function("vector_add").launch(
+        grid=(n + 255) // 256, block=256, args=(da, db, p.value, n))
+    cuda.synchronize()
+    np.testing.assert_array_equal(host, (x.astype(np.float64) + y).astype(np.float32))
+    drv.cuMemFreeHost(p.value)                  # from device 1's context: it is portable
+
+
 def check_each_device_has_its_own_memory():
     assert cuda.device_count() >= 2
     on(0)
@@ -150,6 +174,7 @@ def check_the_current_device_stays_current_after_a_release_on_another():
     on(1)
     assert cuda.context.ensure_context()[1].ordinal == 1 and _driver_current_context() != ctx.handle
     on(0)
+
 
 
 if __name__ == "__main__":

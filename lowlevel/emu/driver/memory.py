@@ -139,14 +139,16 @@ def cuMemHostGetFlags(flags_out, host):
 
 @api
 def cuMemFreeHost(host):
-    ctx = current()
-    refuse_unsafe(ctx, "cuMemFreeHost")
-    ctx.synchronize()
-    if ctx.pinned.pop(host, None) is None:
+    refuse_unsafe(current(), "cuMemFreeHost")
+    # page-locked memory belongs to every context (unified addressing): its owner frees it
+    owner = next((c for c in live_contexts() if host in c.pinned), None)
+    if owner is None:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", f"{host:#x} was not allocated by cuMemAllocHost or cuMemHostAlloc")
+    owner.synchronize()
+    del owner.pinned[host]
     HOST_RANGES.remove(host)
-    forget_allocation(ctx, host)
-    ctx.memory.free(host)
+    forget_allocation(owner, host)
+    owner.memory.free(host)
 
 
 @api
