@@ -7,6 +7,8 @@
     batch_specials.py  %tid, %ctaid, %laneid ... of a batch of CTAs
     spaces.py     shared, local and generic accesses, module variables, atomics' dispatch
     memory.py     the device memory arena (global memory) and its bounds checks
+    hostwindow.py the arena as a memfd with a host window at the device addresses (unified
+                  addressing), the address-space view, host ranges kernels may reach
     atomics.py    atomic read-modify-write on memory
     stats.py      LaunchStats, and the grid/block shapes run_kernel takes
     waits.py      mbarrier waits: parking, yielding looping warps, deadlock reports
