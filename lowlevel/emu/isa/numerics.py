@@ -359,14 +359,28 @@ def round_fraction_f64(exact, mode):
 
 def flush_f32(x):
     """.ftz: subnormal float32 inputs/results become zero of the same sign."""
-    tiny = np.abs(x) < F32(1.1754943508222875e-38)
-    return scalar(select(tiny & (x != 0), np.copysign(F32(0), x), x))
+    return _flush(x, F32(1.1754943508222875e-38))
 
 
 def flush_f64(x):
     """.ftz on the f64 approximations (rcp.approx.ftz.f64): subnormals to signed zero."""
-    tiny = np.abs(x) < F64(2.2250738585072014e-308)
-    return scalar(select(tiny & (x != 0), np.copysign(F64(0), x), x))
+    return _flush(x, F64(2.2250738585072014e-308))
+
+
+def _flush(x, tiny):
+    """x with its subnormals (0 < |x| < tiny) made zeros of their sign; x itself where it
+    has none. Fast-math code flushes every float operand and result, almost never finding
+    one: the common case is two numpy calls and a reduction, zeros one more test."""
+    zero = type(tiny)(0)
+    if not isinstance(x, np.ndarray):
+        return np.copysign(zero, x) if abs(x) < tiny and x != 0 else x
+    small = np.abs(x) < tiny
+    if not small.any():
+        return x
+    small &= x != 0
+    if not small.any():
+        return x
+    return np.where(small, np.copysign(zero, x), x)
 
 
 def saturate_f(x):
