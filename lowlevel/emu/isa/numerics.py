@@ -254,9 +254,17 @@ def fma_f32(a, b, c, mode="rn"):
     exact error term, and the final rounding to float32 uses both (round-to-odd for rn;
     for rn on arrays, fma32.round_sum_f32 does that only where it matters).
     """
-    if mode == "rn" and isinstance(c, np.ndarray):
+    if mode == "rn" and (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)
+                         or isinstance(c, np.ndarray)):
         p = np.multiply(a, b, dtype=F64)
-        if p.shape == c.shape:
+        # a uniform operand (a constant c of a polynomial step) becomes a lane array, so
+        # every rn fma takes round_sum_f32's few passes, not the general error-term path
+        p_lanes, c_lanes = np.ndim(p), np.ndim(c)
+        if p_lanes == 1 and c_lanes == 0:
+            c = np.full(p.shape, c, F32)
+        elif p_lanes == 0 and c_lanes == 1:
+            p = np.full(np.shape(c), p, F64)
+        if np.ndim(p) and np.shape(p) == np.shape(c):
             return round_sum_f32(p, c)
     p = a.astype(F64) * b.astype(F64)
     c64 = c.astype(F64)
