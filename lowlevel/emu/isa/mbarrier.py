@@ -51,7 +51,9 @@ a generic address of another CTA's shared memory is out of the CTA's window and 
 Threads of one instruction that hit the same object are serialized in lane order by the
 engine's atomics (engine/atomics.py), so returned states form the same chain as on a GPU
 that ran them in that order (mbarstate.py: the encoding, and the chain of a run of threads
-computed at once).
+computed at once). Converged CTAs arriving on or waiting at one object each, at a uniform
+address (a `cuda::barrier` loop), skip that sort: mbarfast.py computes the same chain per
+CTA, and a wait whose phase is over on every lane returns one scalar True.
 """
 from __future__ import annotations
 
