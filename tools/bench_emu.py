@@ -22,6 +22,9 @@ libdevice double exp and erfc over 60,000 threads <= 2 s each, emulator >= 1000x
 per element, and the barrier kernels of tools/bench_barriers.py (per-thread memcpy_async on a
 cuda::barrier for sm_90 beside sm_80, 512 blocks of 256; an arrive_and_wait loop beside the
 same loop with __syncthreads, 32 blocks of 256, 128 barriers) each within 3x of its fast twin.
+Rows without a target (tools/bench_small.py): a --use_fast_math elementwise kernel (.ftz on
+every float add, mul and fma) beside its precise build, and that kernel on 64 threads
+beside 16k threads (the G thr-instr/s column: the fixed cost of each numpy call per lane).
 """
 import argparse
 import json
@@ -41,6 +44,7 @@ import numpy as np  # noqa: E402
 from lowlevel import cuda, emu, kernels  # noqa: E402
 
 import bench_barriers  # noqa: E402  (tools/, beside this file)
+import bench_small  # noqa: E402
 
 TARGETS = {"vector_add": 0.100, "sgemm_tiled": 0.080}   # seconds per launch
 TARGETS.update(hgemm_mma=1.0, f64_exp=2.0, f64_erfc=2.0)
@@ -328,7 +332,8 @@ def main():
     ap.add_argument("--only", action="append", metavar="KEY",
                     help="run only this kernel (repeatable): vector_add, sgemm_tiled, reduce_sum, "
                          "softmax, hgemm_mma, f64_exp, f64_erfc, copy_barrier_sm90, copy_barrier_sm80, "
-                         "loop_arrive_wait, loop_syncthreads; implies --no-numba")
+                         "loop_arrive_wait, loop_syncthreads, fast_math, precise_math, small_grid_64, "
+                         "large_grid_64; implies --no-numba")
     args = ap.parse_args()
     if args.only:
         args.no_numba = True
@@ -350,6 +355,9 @@ def main():
         setups.append(lambda fn=fn: setup_libdevice_f64(rng, fn))
         names.append((f"libdevice f64 {fn} 60000", f"f64_{fn}"))
     for setup, name in bench_barriers.setups(rng):   # barrier kernels beside their fast twins
+        setups.append(setup)
+        names.append(name)
+    for setup, name in bench_small.setups(rng):      # .ftz flushes; a small grid beside a large one
         setups.append(setup)
         names.append(name)
     chosen = [(setup, name) for setup, name in zip(setups, names) if not args.only or name[1] in args.only]

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..isa.numerics import flush_f32
+
 _ACCUMULATE = {"add": np.add, "min": np.minimum, "max": np.maximum,
                "and": np.bitwise_and, "or": np.bitwise_or}
 _F32_MIN_NORMAL = np.float32(2.0 ** -126)
@@ -30,7 +32,7 @@ _F32_MIN_NORMAL = np.float32(2.0 ** -126)
 
 def _flush(x):
     """Subnormal f32 values -> zero of the same sign (atom.add.f32 on global memory)."""
-    return np.where(np.abs(x) < _F32_MIN_NORMAL, x * np.float32(0), x).astype(np.float32)
+    return flush_f32(np.asarray(x, np.float32))
 
 
 def _step(op, old, b, c, ftz):

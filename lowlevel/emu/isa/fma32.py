@@ -79,8 +79,13 @@ def fma_f32_wide(a64, b64, c, general):
     and c float32; `general` (numerics.fma_f32) takes what is not an array of one shape
     (uniform registers are numpy scalars)."""
     p = a64 * b64                                    # exact: 48 significant bits at most
-    if isinstance(p, np.ndarray) and isinstance(c, np.ndarray) and p.shape == c.shape:
+    p_lanes, c_lanes = np.ndim(p), np.ndim(c)
+    if p_lanes and c_lanes and p.shape == c.shape:
         return round_sum_f32(p, c)
+    if p_lanes == 1 and c_lanes == 0:                # a uniform c (a polynomial's constant)
+        return round_sum_f32(p, np.full(p.shape, c, F32))
+    if p_lanes == 0 and c_lanes == 1:                # uniform a and b
+        return round_sum_f32(np.full(c.shape, p, F64), c)
     return general(F32(a64) if np.ndim(a64) == 0 else a64.astype(F32),
                    F32(b64) if np.ndim(b64) == 0 else b64.astype(F32), c, "rn")
 

@@ -51,7 +51,9 @@ a generic address of another CTA's shared memory is out of the CTA's window and 
 Threads of one instruction that hit the same object are serialized in lane order by the
 engine's atomics (engine/atomics.py), so returned states form the same chain as on a GPU
 that ran them in that order (mbarstate.py: the encoding, and the chain of a run of threads
-computed at once).
+computed at once). Converged CTAs arriving on or waiting at one object each, at a uniform
+address (a `cuda::barrier` loop), skip that sort: mbarfast.py computes the same chain per
+CTA, and a wait whose phase is over on every lane returns one scalar True.
 """
 from __future__ import annotations
 
@@ -64,6 +66,7 @@ from ..ptx.ir import Addr, Imm, Reg, Sym
 from .addressing import SHARED_WINDOW, WINDOW_SPAN
 from .memops import address, take_space
 from .operands import Mods, unsupported
+from . import mbarfast
 from .mbarstate import FIELD, STEPS, decode, encode, is_valid, phase_of, unpack
 from .registry import provide, register
 
@@ -114,6 +117,9 @@ def mbar_update(C, kind: str, generic, addr, b, nocomplete: bool, iid: int, guar
     """One init/inval/arrive/arrive_drop/expect_tx/complete_tx instruction; returns the
     states (the objects before each thread's step) over the current lanes. `generic`:
     True for a generic address, False for .shared::cta, "cluster" for .shared::cluster."""
+    states = mbarfast.arrive(C, kind, generic, addr, b, nocomplete, guard)
+    if states is not None:
+        return states
     active, any_active = C.active_with(guard)
     if not any_active:
         return np.zeros(C.n, np.uint64)
@@ -160,6 +166,12 @@ def mbar_wait(C, generic: bool, addr, token, parity: bool, iid: int, guard):
     """test_wait/try_wait: True where the phase of `token` (a state, or a parity) is over.
     Tells the scheduler which lanes failed (engine/waits.py)."""
     C.wait_failed = None
+    quick = mbarfast.wait(C, generic, addr, token, parity, guard)
+    if quick is not None:
+        done, failed = quick
+        if failed is not None and np.array_equal(failed, _all(C, C.active)):
+            waits.converged_stall(C, iid)
+        return done
     active, any_active = C.active_with(guard)
     if not any_active:
         return np.zeros(C.n, bool)

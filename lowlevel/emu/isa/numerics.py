@@ -254,9 +254,17 @@ def fma_f32(a, b, c, mode="rn"):
     exact error term, and the final rounding to float32 uses both (round-to-odd for rn;
     for rn on arrays, fma32.round_sum_f32 does that only where it matters).
     """
-    if mode == "rn" and isinstance(c, np.ndarray):
+    if mode == "rn" and (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)
+                         or isinstance(c, np.ndarray)):
         p = np.multiply(a, b, dtype=F64)
-        if p.shape == c.shape:
+        # a uniform operand (a constant c of a polynomial step) becomes a lane array, so
+        # every rn fma takes round_sum_f32's few passes, not the general error-term path
+        p_lanes, c_lanes = np.ndim(p), np.ndim(c)
+        if p_lanes == 1 and c_lanes == 0:
+            c = np.full(p.shape, c, F32)
+        elif p_lanes == 0 and c_lanes == 1:
+            p = np.full(np.shape(c), p, F64)
+        if np.ndim(p) and np.shape(p) == np.shape(c):
             return round_sum_f32(p, c)
     p = a.astype(F64) * b.astype(F64)
     c64 = c.astype(F64)
@@ -359,14 +367,28 @@ def round_fraction_f64(exact, mode):
 
 def flush_f32(x):
     """.ftz: subnormal float32 inputs/results become zero of the same sign."""
-    tiny = np.abs(x) < F32(1.1754943508222875e-38)
-    return scalar(select(tiny & (x != 0), np.copysign(F32(0), x), x))
+    return _flush(x, F32(1.1754943508222875e-38))
 
 
 def flush_f64(x):
     """.ftz on the f64 approximations (rcp.approx.ftz.f64): subnormals to signed zero."""
-    tiny = np.abs(x) < F64(2.2250738585072014e-308)
-    return scalar(select(tiny & (x != 0), np.copysign(F64(0), x), x))
+    return _flush(x, F64(2.2250738585072014e-308))
+
+
+def _flush(x, tiny):
+    """x with its subnormals (0 < |x| < tiny) made zeros of their sign; x itself where it
+    has none. Fast-math code flushes every float operand and result, almost never finding
+    one: the common case is two numpy calls and a reduction, zeros one more test."""
+    zero = type(tiny)(0)
+    if not isinstance(x, np.ndarray):
+        return np.copysign(zero, x) if abs(x) < tiny and x != 0 else x
+    small = np.abs(x) < tiny
+    if not small.any():
+        return x
+    small &= x != 0
+    if not small.any():
+        return x
+    return np.where(small, np.copysign(zero, x), x)
 
 
 def saturate_f(x):

@@ -243,3 +243,32 @@ def test_double_rounding_onto_a_subnormal_midpoint(rng):
         np.testing.assert_array_equal(row.view(np.int32), want.view(np.int32))
     naive = (a.astype(np.float64) * b + c).astype(np.float32)
     assert (naive != fma_f32(a, b, c)).all()      # the trap is real for every element
+
+
+@pytest.mark.parametrize("uniform", ["c", "ab", "c 0-d"])
+def test_uniform_operands_round_once(rng, uniform):
+    """A uniform c (a polynomial's constant) or uniform a and b beside lane arrays, on the
+    hard cases: random bit patterns (subnormals, infinities, NaN), near-cancellations and
+    double-rounding traps, through both entries (the decoder's widened one and the
+    general one)."""
+    n = 600
+    lanes = random_floats(rng, (3, n))
+    g = rng.standard_normal(n).astype(np.float32)
+    k = np.float32(rng.standard_normal())
+    hard = [lanes, (g, np.full(n, k), -(g.astype(np.float64) * k).astype(np.float32)
+                    * np.float32(1 + 2.0 ** -23))]
+    e = rng.integers(-30, 30, n)
+    c_trap = np.ldexp(rng.integers(1 << 23, 1 << 24, n).astype(np.float64), e - 23)
+    hard.append((np.full(n, np.ldexp(1 + 2.0 ** -23, 3)), np.ldexp(1 - 2.0 ** -23, e - 27), c_trap))
+    for a, b, c in hard:
+        for j in range(0, n, 150):                     # a few different uniform values
+            if uniform == "ab":
+                x, y, z = np.float32(a[j]), np.float32(b[j]), np.asarray(c, np.float32)
+            else:
+                x, y = np.asarray(a, np.float32), np.asarray(b, np.float32)
+                z = np.float32(c[j]) if uniform == "c" else np.asarray(np.float32(c[j]))
+            check_wide(x, y, z)
+            got = fma_f32(x, y, z)
+            want = fma_f32_wide(np.float64(x) if np.ndim(x) == 0 else x.astype(np.float64),
+                                np.float64(y) if np.ndim(y) == 0 else y.astype(np.float64), z, fma_f32)
+            assert np.array_equal(got.view(np.int32), want.view(np.int32))
