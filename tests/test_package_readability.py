@@ -1,5 +1,5 @@
-"""What a newcomer reads holds up: the package maps, the file names comments point at, the
-length of functions, and one public class per name.
+"""What a newcomer reads holds up: the package maps, the file names comments point at, and
+the length of functions.
 
 - every package's __init__.py map names each of its modules and subpackages
 - a `name.py` named in a comment or docstring of the package is a file that exists
