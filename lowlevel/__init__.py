@@ -12,7 +12,9 @@ The layers are the folders:
     backends/    layer 4: the CPU and CUDA kernels, the loader of ptx/ (lowlevel.kernels)
     compiler/    layer 4 -> 5: NVRTC, nvJitLink, fatbins, SASS
     emu/         layer 5 without a GPU: the emulated driver, cuBLAS and PTX engine
+    capi/        the C API both drivers implement: prototypes, constants, versions, image formats
     trace/       the hooks every layer reports to; cli/ is the `lowlevel` command
+    __main__.py  `python -m lowlevel`, the same command
 
 This module re-exports the public API, and imports the backends so that they register.
 """

@@ -31,6 +31,7 @@ import io
 import sys
 import threading
 import time
+import types
 
 import numpy as np
 
@@ -127,16 +128,42 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
     dtype = as_dtype(dtype)
     args = _inputs(op, size, dtype, device, rng, requires_grad)
     drv = cuda.get_driver()
-    dev = cuda.Device(0)
+    m = _measure(op, args, graph, timeline, drv, requires_grad)
+    on_gpu = device != "cpu"
+    emulated = drv.kind == "emu" and on_gpu        # on the CPU backend no emulated GPU work runs
+    out = [f"lowlevel trace: {op} on {size}x{size} {dtype.name}, device {device}, "
+           + (_where(drv) if on_gpu else "the CPU backend (numpy): no GPU work")
+           + ("; one replay of the op captured in a CUDA graph" if graph else ""),
+           f"(a cold call first took {m.cold_ms:.1f} ms: kernel loading, cuBLAS handle, memory reservation)"]
+    validation, crossing = _report_layers_1_to_4(out, m, op, args, graph, library, on_gpu, emulated, drv)
+    out.append("\nL5  hardware")
+    if not on_gpu:
+        out.append("    the host CPU (numpy); no GPU work ran")
+        out.append("\nsummary")
+        out.append(f"    the traced call: {m.host_s * 1e6:.1f} us of host work on the CPU backend; no GPU work ran")
+        return "\n".join(out + (_timeline(m.profiled, timeline) if timeline else []))
+    _report_hardware(out, m, graph, emulated, drv)
+    out.append("\nsummary")
+    out.append(f"    the traced call: {m.host_s * 1e6:.1f} us from the Python call to its return (validation "
+               f"{validation * 1e6:.1f} us, C calls {crossing * 1e6:.1f} us, the rest dispatch, backend Python and "
+               f"the trace's own bookkeeping)")
+    out.extend(_summary(m.split, queued_split(m.work, drv, m.split["drain"]), m.device_ms, emulated))
+    if timeline:
+        out.extend(_timeline(m.profiled, timeline))
+    return "\n".join(out)
 
+
+def _measure(op: str, args, graph: bool, timeline: str | None, drv, requires_grad: bool) -> types.SimpleNamespace:
+    """Run the op cold, then once traced between two events: what the report is made of."""
+    m = types.SimpleNamespace()
     # Cold call: module loads and JIT, handle creation, allocator segments.
     start = time.perf_counter()
     _call(op, args)
     cuda.synchronize()
-    cold_ms = (time.perf_counter() - start) * 1e3
-    captured = _capture(op, args) if graph else None
-    work = captured[0].replay if graph else (lambda: _call(op, args))
-    split = _host_split(work, drv)
+    m.cold_ms = (time.perf_counter() - start) * 1e3
+    m.captured = _capture(op, args) if graph else None
+    m.work = m.captured[0].replay if graph else (lambda: _call(op, args))
+    m.split = _host_split(m.work, drv)
 
     stream = cuda.current_stream()
     begin, end = cuda.Event(), cuda.Event()
@@ -145,25 +172,21 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
     with dispatch.profile() if timeline else contextlib.nullcontext() as profiled:
         with trace.Recorder() as rec:
             t0 = time.perf_counter()
-            result = work()
-            host_s = time.perf_counter() - t0       # the call returned: the work is queued
+            result = m.work()
+            m.host_s = time.perf_counter() - t0     # the call returned: the work is queued
         end.record(stream)                          # before the profile's exit waits for its events
     end.synchronize()
-    device_ms = begin.elapsed_ms(end)
-    emu_instructions = _thread_instructions(drv) - emu_before
-    backward_lines = _backward(result) if requires_grad else []
-    del result
+    m.profiled, m.rec = profiled, rec
+    m.device_ms = begin.elapsed_ms(end)
+    m.emu_instructions = _thread_instructions(drv) - emu_before
+    m.backward_lines = _backward(result) if requires_grad else []
+    return m
 
-    out = []
-    line = out.append
-    major, minor = dev.compute_capability
-    on_gpu = device != "cpu"
-    emulated = drv.kind == "emu" and on_gpu        # on the CPU backend no emulated GPU work runs
-    line(f"lowlevel trace: {op} on {size}x{size} {dtype.name}, device {device}, "
-         + (_where(drv) if on_gpu else "the CPU backend (numpy): no GPU work")
-         + ("; one replay of the op captured in a CUDA graph" if graph else ""))
-    line(f"(a cold call first took {cold_ms:.1f} ms: kernel loading, cuBLAS handle, memory reservation)")
 
+def _report_layers_1_to_4(out: list, m, op: str, args, graph: bool, library, on_gpu: bool, emulated: bool,
+                          drv) -> tuple[float, float]:
+    """The lines of layers 1 to 4 (and the backward's); returns (validation s, C calls s)."""
+    line, rec = out.append, m.rec
     validation = sum(s for _, s in rec.validation)
     line("\nL1  Python frontend: validation of shapes, devices, dtypes")
     for name, s in rec.validation:
@@ -186,47 +209,39 @@ def _run(op: str, size: int, dtype: str, device: str, requires_grad: bool, graph
 
     line("\nL4  kernel libraries" + (f" (matmul library: {library})" if library else ""))
     if graph:
-        nodes = captured[0].nodes()
+        nodes = m.captured[0].nodes()
         line(f"    the graph's {len(nodes)} node{'' if len(nodes) == 1 else 's'}, launched as one: {', '.join(nodes)}")
     for k in rec.launches:
         where = f"grid {k['grid']} block {k['block']}" if k["grid"] is not None else "cuBLAS"
         line(f"    {k['kernel']} ({k['module']}, {where})")
     if on_gpu:
-        line(f"    device time between events around the call: {device_ms * 1e3:.1f} us"
+        line(f"    device time between events around the call: {m.device_ms * 1e3:.1f} us"
              + (f"  (the emulated GPU: {drv.timing})" if emulated else ""))
     else:
         line("    none: the op ran on the CPU backend, no kernel was launched")
+    out.extend(m.backward_lines)
+    return validation, crossing
 
-    out.extend(backward_lines)
 
-    line("\nL5  hardware")
-    if not on_gpu:
-        line("    the host CPU (numpy); no GPU work ran")
-        line("\nsummary")
-        line(f"    the traced call: {host_s * 1e6:.1f} us of host work on the CPU backend; no GPU work ran")
-        return "\n".join(out + (_timeline(profiled, timeline) if timeline else []))
+def _report_hardware(out: list, m, graph: bool, emulated: bool, drv) -> None:
+    """Layer 5's lines: the device, the code that ran, the emulator's instruction count."""
+    line = out.append
+    dev = cuda.Device(0)
+    major, minor = dev.compute_capability
     line(f"    {dev.name}: sm_{major}{minor}, {dev.multiprocessor_count} SMs, "
          f"{dev.total_memory / 2**30:.1f} GiB, CUDA driver API {format_driver_version(drv.version())}")
-    kinds = sorted({k["image_kind"] for k in rec.launches})
+    kinds = sorted({k["image_kind"] for k in m.rec.launches})
     meaning = {"sass": "SASS, machine code for this GPU", "ptx-jit": "PTX the driver compiled at load",
                "emulated": "cuBLAS emulated with numpy on the CPU"}
     line(f"    code that ran: {'; '.join(meaning.get(k, k) for k in kinds) or ('the graph' if graph else 'none')}")
     if emulated:
         # a rate of the emulator's own: not over a modelled device time
-        rate = emu_instructions / (device_ms / 1e3) if device_ms > 0 and "modelled" not in drv.timing else 0
-        line(f"    thread-instructions executed by the emulated GPU's PTX engine: {emu_instructions:,}"
-             + (f" ({rate / 1e6:.0f} M/s)" if emu_instructions and rate else ""))
+        rate = (m.emu_instructions / (m.device_ms / 1e3)
+                if m.device_ms > 0 and "modelled" not in drv.timing else 0)
+        line(f"    thread-instructions executed by the emulated GPU's PTX engine: {m.emu_instructions:,}"
+             + (f" ({rate / 1e6:.0f} M/s)" if m.emu_instructions and rate else ""))
         line("    (on the emulated GPU the 'device' shares the CPU and Python's lock with the host, so host")
         line("     times include waiting for the emulator's worker threads)")
-
-    line("\nsummary")
-    line(f"    the traced call: {host_s * 1e6:.1f} us from the Python call to its return (validation "
-         f"{validation * 1e6:.1f} us, C calls {crossing * 1e6:.1f} us, the rest dispatch, backend Python and the "
-         f"trace's own bookkeeping)")
-    out.extend(_summary(split, queued_split(work, drv, split["drain"]), device_ms, emulated))
-    if timeline:
-        out.extend(_timeline(profiled, timeline))
-    return "\n".join(out)
 
 
 def _where(drv) -> str:

@@ -12,6 +12,8 @@
     pitched.py       pitched 2-D/3-D memory: cuMemAllocPitch, cuMemcpy2D/3D, 2-D memsets
     pointer.py       what the driver knows about an address (cuPointerGetAttribute)
     stream.py        streams, events, host callbacks
+    prepared.py      prepared launches: a kernel's configuration and argument buffer resolved once
+    profiling.py     what a profile records at the boundary: host spans, device spans by events
     graph.py         CUDA graphs: capture(stream) -> Graph, GraphExec (replay, update)
     graph_capture.py graph() and CUDAGraph: tensor ops captured with a private memory pool
     module.py        modules (PTX, cubin, fatbin, CUDA C via lowlevel.compiler), kernels, launch

@@ -40,12 +40,6 @@ def empty(*shape, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor
     return _leaf(Tensor(storage, shape, contiguous_strides(shape), 0, dtype), requires_grad)
 
 
-def new_contiguous(shape: tuple, strides: tuple, dtype: DType, device: Device) -> Tensor:
-    """A new tensor of `shape` with `strides` = contiguous_strides(shape), on `device` (a
-    Device): for a backend whose plan has checked all of that once already."""
-    return Tensor(Storage(math.prod(shape) * dtype.itemsize, device), shape, strides, 0, dtype)
-
-
 def from_numpy_values(values: np.ndarray, dtype: DType, device) -> Tensor:
     """A tensor holding `values` (converted to dtype) on `device`."""
     device = device if type(device) is Device else Device(device)

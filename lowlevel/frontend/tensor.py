@@ -5,10 +5,17 @@ byte buffer. Views (reshape, transpose, slicing, expand) share the storage and o
 the metadata. Nothing here waits for the GPU except what must hand values to Python:
 item(), numpy(), repr and to("cpu").
 
-The methods that run an op (the operators, sum() ... exp(), to(), contiguous(), clone())
-are attached by ops.py, and the interchange protocols (__dlpack__, __dlpack_device__,
-__cuda_array_interface__) by interop.py: both modules need Tensor, so this module needs
-neither and there is no import cycle. Importing lowlevel.frontend loads all three.
+The methods that run an op are attached to Tensor by the modules that define the ops, which
+need Tensor themselves (so this module imports none of them and there is no import cycle).
+Where to find each, once lowlevel.frontend is imported:
+
+    ops.py             the operators (+ - * / @, comparisons, unary -, abs, **, t[i]) and the
+                       op methods: sum mean max min softmax relu exp sqrt ... to contiguous clone
+                       (+ - * / and relu are fast_ops.py's one-frame paths, with ops.py's checks)
+    inplace.py         add_ sub_ mul_ div_ clamp_ fill_ zero_ copy_, += -= *= /=, t[i] = v
+    joining.py         unsqueeze squeeze flatten, half float double, float(t) int(t)
+    autograd/record.py backward detach requires_grad_ is_leaf
+    interop.py         __dlpack__ __dlpack_device__ __cuda_array_interface__
 """
 import functools
 import math

@@ -89,7 +89,7 @@ def readme_block(heading):
 
 
 def test_the_readme_tensor_example_uses_b_and_prints_something_meaningful(driver):
-    code = readme_block("## Tensors")
+    code = readme_block("### A tensor op through the five layers")
     assert re.search(r"\bb\b.*=", code) and re.search(r"[^.\w]b\)|@ b\b", code)      # b is made and used
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

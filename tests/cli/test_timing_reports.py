@@ -38,8 +38,8 @@ def test_an_unknown_timing_is_refused_by_name():
 
 
 def test_the_readme_time_model_example_runs_verbatim():
-    readme = open(os.path.join(ROOT, "README.md")).read()
-    section = readme[readme.index("### The H200 time model"):]
+    page = open(os.path.join(ROOT, "docs", "time-model.md")).read()
+    section = page[page.index("## The H200 time model"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     out = run("-c", code, timing=None)
     assert out.returncode == 0, out.stderr

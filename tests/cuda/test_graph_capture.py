@@ -224,10 +224,10 @@ def test_a_relaxed_thread_may_allocate_inside_a_global_capture(driver):
 
 
 def test_the_readme_graph_example_runs_verbatim(driver, capsys):
-    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("## CUDA graphs"):]
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "tensors.md").read_text()
+    section = page[page.index("## CUDA graphs"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    exec(compile(code, "README.md (CUDA graphs)", "exec"), {})      # its asserts compare with numpy
+    exec(compile(code, "docs/tensors.md (CUDA graphs)", "exec"), {})      # its asserts compare with numpy
     assert "kernel" in capsys.readouterr().out
 
 

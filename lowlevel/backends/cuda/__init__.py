@@ -9,10 +9,12 @@
     compare.py       comparisons (-> bool) and where (every dtype), copy_ into strided views
     reductions.py    sum max mean softmax (float32), by rows
     dtype_reductions.py  the other dtypes' reductions and softmax, argmax, argmin
+    broadcast.py     the shape and strides two operands broadcast to, for the kernels' stride arguments
     fill.py          zeros ones full on the device: memsets, or fill_u16 / fill_u64 of ptx/fill.ptx
     masks.py         t[mask] (masked_select) and its gradient's scatter
     matmul.py        matmul on cuBLAS (float32, float64, float16, bfloat16)
     matmul_ptx.py    or on the handwritten sgemm_tiled / hgemm_mma: matmul_library("ptx")
+    peer_copy.py     copies of tensors between two CUDA devices (peer access, or through the host)
 
 Everything is queued on `lowlevel.cuda.current_stream()` and returns at once; nothing here
 waits for the GPU except `to_host`, which must hand bytes to the CPU.

@@ -48,9 +48,10 @@ from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Imm, Instruction, Kernel, PtxModule, Reg, Sym
 from ..ptx.parser import parse_ptx
 
-# Special registers the engine provides per thread (slots filled at batch setup).
-SPECIALS = {f"%{n}.{d}" for n in ("tid", "ntid", "ctaid", "nctaid") for d in "xyz"}
-SPECIALS |= {"%laneid", "%warpid"}
+# Special registers the engine provides per thread (slots filled at batch setup); the others
+# of SPECIAL_PREFIXES are read by the readers the ISA families register (SPECIAL_READERS).
+PER_THREAD = ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid")
+SPECIALS = {f"{n}.{d}" for n in PER_THREAD[:4] for d in "xyz"} | set(PER_THREAD[4:])
 
 
 @dataclass
@@ -140,8 +141,7 @@ class BlockGen:
             if rtype is not None:       # storage for a declared register on its first use
                 s = self.ck.slots[reg.name] = len(self.ck.slot_dtypes)
                 self.ck.slot_dtypes.append(np.bool_ if rtype == "pred" else numerics.UINT[TYPES[rtype][0]])
-            elif reg.name.split(".")[0] in ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid",
-                                            "%warpid") and reg.name in SPECIALS:
+            elif reg.name in SPECIALS:
                 s = self.ck.specials.get(reg.name)
                 if s is None:
                     s = len(self.ck.slot_dtypes)
@@ -230,7 +230,7 @@ class BlockGen:
         return self.read(ins, ins.guard, "pred")
 
 
-SPECIAL_PREFIXES = {"%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid",
+SPECIAL_PREFIXES = {*PER_THREAD, "%nwarpid",
                      "%smid", "%nsmid", "%gridid", "%clock", "%clock64", "%globaltimer",
                      "%lanemask_eq", "%lanemask_lt", "%lanemask_le", "%lanemask_gt",
                      "%lanemask_ge", "%dynamic_smem_size", "%total_smem_size", "%envreg",
@@ -264,9 +264,6 @@ def imm_value(ins: Instruction, imm: Imm, ptype: str):
     v &= (1 << bits) - 1
     u = numerics.UINT[size](v)
     return u.view(numerics.SINT[size]) if kind == "s" else u
-
-
-# --- modifier parsing ---------------------------------------------------------------
 
 
 _TERMINATORS = {"bra", "ret", "exit"}

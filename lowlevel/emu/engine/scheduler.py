@@ -4,7 +4,7 @@ Threads of a batch are laid out CTA-major; each CTA's thread count is padded up 
 multiple of 32 (padding lanes start exited), so any register reshapes to (warps, 32).
 A batch holds as many CTAs as keep its registers within ~256 MB.
 
-Control flow (see codegen.py for what a block is):
+Control flow (see decode.py for what a block is):
 - Converged: one scalar PC. The block runs on every lane of the batch (results on exited
   lanes are harmless garbage; only memory accesses and traps look at the `live` mask). A
   conditional branch whose predicate agrees on all live lanes stays converged; an exit

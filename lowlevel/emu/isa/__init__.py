@@ -3,6 +3,7 @@
     registry.py    the one registry: emitters by (opcode, form), runtime helpers, special registers
     operands.py    what every family reads an instruction with (Mods, operands, type sets)
     arith.py       add sub mul mad fma div rem, the unary operations, min max, logic, shifts
+    fma32.py       fma.rn.f32 on arrays, correctly rounded in a few numpy passes (arith's hot path)
     compare.py     setp set selp
     minmaxmore.py  min/max.relu on s32/s16x2, min/max.xorsign.abs on half types, lop3.{and,or} d|p
     convert.py     mov cvt, trap, membar/fence
@@ -34,9 +35,11 @@
     vecatom.py     atom/red.global.v2/.v4/.v8 (f32, f16, bf16 and pairs: add)
     mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
                    pending_count inval; arrives on another CTA's barrier), cp.async.mbarrier.arrive
+    mbarstate.py   the mbarrier object's encoding, and one run of arrivals applied at once
     calls.py       `call` of a .func (inlined at load), the .param words of a call
     indirect.py    calls through function pointers (.callprototype): a choice of direct calls
     recursion.py   recursive calls: real calls of an out-of-line copy, a per-thread stack
+    liveness.py    the registers live at a label (what a recursive call's frame saves)
     devassert.py   __assertfail (device assert)
     addressing.py  the generic address windows and a kernel's shared/local layout
     electszext.py  elect.sync (the leader of a member mask), szext.{clamp,wrap}

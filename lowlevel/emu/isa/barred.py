@@ -6,7 +6,7 @@
     (and barrier{.cta}.red... with the same operands)
 
 A `bar.red` is a `bar.sync` on barrier `a` (optional thread count `b`, immediates, as for
-bar.sync; engine.py parks and releases the lanes) that also reduces the predicates of the
+bar.sync; engine/scheduler.py parks and releases the lanes) that also reduces the predicates of the
 threads of the CTA that arrive. Exited threads count as arrived and do not contribute.
 Decoding splits it in two (split_blocks, via `follower`):
 

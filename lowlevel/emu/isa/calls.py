@@ -189,26 +189,9 @@ def _expand(k, body, mod, stack, counter) -> list:
             out.extend(_expand(k, indirect.choose(k, ins, rets, name, args, mod, stack, counter),
                                mod, stack, counter))
             continue
-        if name == "vprintf":
-            if len(args) != 2 or len(rets) > 1:
-                raise PtxError(ins.line, f"vprintf takes (format, arguments): {ins.text}")
-            new = Instruction("_vprintf", [], [Sym(rets[0]) if rets else None, Sym(args[0]),
-                                               Sym(args[1])], ins.line, ins.text, ins.guard)
-            out.append(new)
-            continue
-        if name == "__assertfail":              # device assert(): devassert.py
-            if len(args) != 5 or rets:
-                raise PtxError(ins.line, f"__assertfail takes (message, file, line, function, "
-                                         f"charSize): {ins.text}")
-            out.append(Instruction("_assertfail", [], [Sym(a) for a in args], ins.line,
-                                   ins.text, ins.guard))
-            continue
-        defined = mod.functions.get(name)
-        if name in ("malloc", "free") and not (defined and defined.body):      # the device heap: heap.py
-            if len(args) != 1 or len(rets) != (name == "malloc"):
-                raise PtxError(ins.line, f"{name} takes one argument: {ins.text}")
-            out.append(Instruction("_" + name, [], [Sym(rets[0]) if rets else None, Sym(args[0])],
-                                   ins.line, ins.text, ins.guard))
+        provided = _provided_call(ins, name, rets, args, mod)
+        if provided is not None:
+            out.append(provided)
             continue
         f = mod.functions.get(name)
         if f is None:
@@ -224,47 +207,75 @@ def _expand(k, body, mod, stack, counter) -> list:
         if name in stack:                   # recursion: a real call (recursion.py)
             out.extend(recursion.call_site(k, ins, f, rets, args, counter))
             continue
-        counter[0] += 1
-        sfx = f"@{counter[0]}"
-        regs = {}
-        for r in _used_names(f.body):              # only these need storage in k
-            t = f.registers.get(r)
-            if t is not None:
-                regs[r] = r + sfx
-                k.registers[r + sfx] = t
-        labels = {it: it + sfx for it in f.body if isinstance(it, str)}
-        syms = {p.name: a for p, a in zip(f.params, args)}
-        syms.update({p.name: r for p, r in zip(ret_params, rets)})
-        for v in f.variables:
-            if v.space == "shared":
-                if not any(x.name == v.name and x.space == "shared" for x in k.variables):
-                    k.variables.append(v)          # one per CTA, not per call site
-                continue
-            syms[v.name] = v.name + sfx
-            nv = copy.copy(v)
-            nv.name = v.name + sfx
-            k.variables.append(nv)
-        end = f"__return{sfx}"
-        ren = _Renamer(regs, labels, syms)
-        copied = []
-        guard_skip = None
-        if ins.guard is not None:                  # @p call: branch around the body
-            guard_skip = f"__skip{sfx}"
-            copied.append(Instruction("bra", [], [Sym(guard_skip)], ins.line, ins.text,
-                                      Reg(ins.guard.name, not ins.guard.negated)))
-        for it in f.body:
-            if isinstance(it, str):
-                copied.append(labels[it])
-                continue
-            new = ren.instruction(it)
-            if new.opcode == "ret":
-                new = Instruction("bra", [], [Sym(end)], it.line, it.text, new.guard)
-            copied.append(new)
-        copied.append(end)
-        if guard_skip:
-            copied.append(guard_skip)
-        out.extend(_expand(k, copied, mod, stack + (name,), counter))
+        out.extend(_expand(k, _inlined(k, ins, f, rets, args, counter), mod, stack + (name,), counter))
     return out
+
+
+def _provided_call(ins, name: str, rets, args, mod) -> Instruction | None:
+    """The instruction a call of a function the emulated GPU provides becomes (vprintf,
+    __assertfail, and malloc/free where the module does not define them), or None."""
+    if name == "vprintf":
+        if len(args) != 2 or len(rets) > 1:
+            raise PtxError(ins.line, f"vprintf takes (format, arguments): {ins.text}")
+        return Instruction("_vprintf", [], [Sym(rets[0]) if rets else None, Sym(args[0]), Sym(args[1])],
+                           ins.line, ins.text, ins.guard)
+    if name == "__assertfail":              # device assert(): devassert.py
+        if len(args) != 5 or rets:
+            raise PtxError(ins.line, f"__assertfail takes (message, file, line, function, "
+                                     f"charSize): {ins.text}")
+        return Instruction("_assertfail", [], [Sym(a) for a in args], ins.line, ins.text, ins.guard)
+    defined = mod.functions.get(name)
+    if name in ("malloc", "free") and not (defined and defined.body):      # the device heap: heap.py
+        if len(args) != 1 or len(rets) != (name == "malloc"):
+            raise PtxError(ins.line, f"{name} takes one argument: {ins.text}")
+        return Instruction("_" + name, [], [Sym(rets[0]) if rets else None, Sym(args[0])],
+                           ins.line, ins.text, ins.guard)
+    return None
+
+
+def _inlined(k, ins, f, rets, args, counter) -> list:
+    """The body of .func `f` copied for one call site: its registers, labels and local
+    variables renamed apart, parameters bound to the call's operands, ret a branch to the end."""
+    counter[0] += 1
+    sfx = f"@{counter[0]}"
+    regs = {}
+    for r in _used_names(f.body):              # only these need storage in k
+        t = f.registers.get(r)
+        if t is not None:
+            regs[r] = r + sfx
+            k.registers[r + sfx] = t
+    labels = {it: it + sfx for it in f.body if isinstance(it, str)}
+    syms = {p.name: a for p, a in zip(f.params, args)}
+    syms.update({p.name: r for p, r in zip(getattr(f, "return_params", []), rets)})
+    for v in f.variables:
+        if v.space == "shared":
+            if not any(x.name == v.name and x.space == "shared" for x in k.variables):
+                k.variables.append(v)          # one per CTA, not per call site
+            continue
+        syms[v.name] = v.name + sfx
+        nv = copy.copy(v)
+        nv.name = v.name + sfx
+        k.variables.append(nv)
+    end = f"__return{sfx}"
+    ren = _Renamer(regs, labels, syms)
+    copied = []
+    guard_skip = None
+    if ins.guard is not None:                  # @p call: branch around the body
+        guard_skip = f"__skip{sfx}"
+        copied.append(Instruction("bra", [], [Sym(guard_skip)], ins.line, ins.text,
+                                  Reg(ins.guard.name, not ins.guard.negated)))
+    for it in f.body:
+        if isinstance(it, str):
+            copied.append(labels[it])
+            continue
+        new = ren.instruction(it)
+        if new.opcode == "ret":
+            new = Instruction("bra", [], [Sym(end)], it.line, it.text, new.guard)
+        copied.append(new)
+    copied.append(end)
+    if guard_skip:
+        copied.append(guard_skip)
+    return copied
 
 
 def _param_vars(k) -> dict:

@@ -155,7 +155,7 @@ def operands_less_policy(g, ins: Instruction, least: int) -> list:
 
 def _call(space: str, what: str) -> str:
     if space in ("global", "const"):
-        return f"C.{what}("                      # the arena fast path (engine.py)
+        return f"C.{what}("                      # the arena fast path (engine/scheduler.py)
     return f"C.{what}_space({space!r}, "
 
 

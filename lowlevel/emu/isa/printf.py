@@ -132,70 +132,80 @@ def printf(C, fmt_addr, args_addr, iid, guard):
         one = np.zeros(n, bool)
         one[first] = True
         fmt = strings(C, fmts, iid, one)[first].decode("utf-8", errors="replace")
-        pieces = []              # literal strings and per-lane columns
-        off = 0
-        pos = 0
-        count = 0
-
-        def arg(size):
-            nonlocal off
-            off = -(-off // size) * size
-            v = _load(C, args + np.uint64(off), size, iid, group)
-            off += size
-            return v
-
-        for mt in _SPEC.finditer(fmt):
-            pieces.append(fmt[pos:mt.start()])
-            pos = mt.end()
-            flags, width, prec, length, conv = mt.groups()
-            if conv == "%":
-                pieces.append("%")
-                continue
-            if conv == "n":
-                continue
-            wcol = arg(4) if width == "*" else None
-            pcol = arg(4) if prec == "*" else None
-            if conv in "eEfFgGaA":
-                size = 8
-            elif conv in "sp":
-                size = 8
-            elif conv == "c":
-                size = 4
-            else:
-                size = 8 if length in ("l", "ll", "q", "j", "z", "t") else 4
-            col = arg(size)
-            count += 1
-            strs = strings(C, col.astype(np.uint64), iid, group & (col != 0)) if conv == "s" else None
-            pieces.append((conv, length, flags, width, prec, col, wcol, pcol, strs))
-        pieces.append(fmt[pos:])
+        pieces, count = _pieces(C, fmt, args, iid, group)
         nargs[group] = count
         for i in np.flatnonzero(group):
-            out = []
-            for p in pieces:
-                if isinstance(p, str):
-                    out.append(p)
-                    continue
-                conv, length, flags, width, prec, col, wcol, pcol, strs = p
-                w = width
-                if wcol is not None:
-                    w = int(np.int32(np.uint32(wcol[i])))
-                    if w < 0:
-                        flags, w = flags + "-", -w
-                elif w is not None:
-                    w = int(w)
-                pr = prec
-                if pcol is not None:
-                    pr = int(np.int32(np.uint32(pcol[i])))
-                    pr = None if pr < 0 else pr
-                elif pr is not None:
-                    pr = int(pr or 0)
-                text = strs.get(int(i)) if strs is not None else None
-                out.append(_convert(conv, length or "", flags, w, pr, col[i], text))
-            texts[int(i)] = "".join(out)
+            texts[int(i)] = _lane_text(pieces, int(i))
     records = [texts[i] for i in sorted(texts)]
     fifo = getattr(C, "printf_fifo", None)      # the context's printf FIFO (driver/limits.py)
     C.stats.printed += "".join(records if fifo is None else fifo.take(records))
     return nargs
+
+
+def _pieces(C, fmt: str, args, iid, group) -> tuple[list, int]:
+    """The format split into literal strings and one tuple per conversion holding its
+    argument column (every lane of `group` read at once), and how many arguments it takes."""
+    pieces = []
+    off = 0
+    pos = 0
+    count = 0
+
+    def arg(size):
+        nonlocal off
+        off = -(-off // size) * size
+        v = _load(C, args + np.uint64(off), size, iid, group)
+        off += size
+        return v
+
+    for mt in _SPEC.finditer(fmt):
+        pieces.append(fmt[pos:mt.start()])
+        pos = mt.end()
+        flags, width, prec, length, conv = mt.groups()
+        if conv == "%":
+            pieces.append("%")
+            continue
+        if conv == "n":
+            continue
+        wcol = arg(4) if width == "*" else None
+        pcol = arg(4) if prec == "*" else None
+        if conv in "eEfFgGaA" or conv in "sp":
+            size = 8
+        elif conv == "c":
+            size = 4
+        else:
+            size = 8 if length in ("l", "ll", "q", "j", "z", "t") else 4
+        col = arg(size)
+        count += 1
+        strs = strings(C, col.astype(np.uint64), iid, group & (col != 0)) if conv == "s" else None
+        pieces.append((conv, length, flags, width, prec, col, wcol, pcol, strs))
+    pieces.append(fmt[pos:])
+    return pieces, count
+
+
+def _lane_text(pieces: list, i: int) -> str:
+    """What lane `i` prints: each conversion applied to its value in the lane's column."""
+    out = []
+    for p in pieces:
+        if isinstance(p, str):
+            out.append(p)
+            continue
+        conv, length, flags, width, prec, col, wcol, pcol, strs = p
+        w = width
+        if wcol is not None:
+            w = int(np.int32(np.uint32(wcol[i])))
+            if w < 0:
+                flags, w = flags + "-", -w
+        elif w is not None:
+            w = int(w)
+        pr = prec
+        if pcol is not None:
+            pr = int(np.int32(np.uint32(pcol[i])))
+            pr = None if pr < 0 else pr
+        elif pr is not None:
+            pr = int(pr or 0)
+        text = strs.get(i) if strs is not None else None
+        out.append(_convert(conv, length or "", flags, w, pr, col[i], text))
+    return "".join(out)
 
 
 provide(_printf=printf)

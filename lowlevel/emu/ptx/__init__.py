@@ -6,5 +6,6 @@
     operands.py      one instruction: guard, opcode, modifiers, operands
     ir.py            what it produces: TYPES, operands, Instruction, Kernel, PtxModule
     registers.py     a kernel's declared registers, ranges kept whole
+    functions.py     device function pointers: addresses of functions, .callprototype
     errors.py        PtxError, the one error of the front end and of decoding
 """
