@@ -11,7 +11,8 @@ What the library does, all of it in the generated C (read `source()`'s output to
   - around each call into Python it takes Python's lock and saves the caller's pending
     exception, so that a call made while an exception is being handled does not lose it;
   - once the interpreter is finalizing it calls no Python: functions that release something
-    return CUDA_SUCCESS, every other one CUDA_ERROR_DEINITIALIZED; in a child forked after
+    (and the context switches around them) return CUDA_SUCCESS, every other one
+    CUDA_ERROR_DEINITIALIZED; in a child forked after
     the library started, every call returns CUDA_ERROR_NOT_INITIALIZED, as the real driver's do;
   - every other symbol of cudaTypedefs.h is exported too, as a stub that returns
     CUDA_ERROR_NOT_SUPPORTED and says once on stderr which function was missing;
@@ -24,8 +25,11 @@ from ...capi.proc_addresses import PER_THREAD_NAMES, PROC_ADDRESSES
 from ...capi.prototypes import PROTOTYPES
 
 SUCCESS, NO_DEVICE, NOT_INITIALIZED, DEINITIALIZED, NOT_FOUND, NOT_SUPPORTED = 0, 100, 3, 4, 500, 801
-# Functions that only let go of something: after exit begins they succeed, doing nothing.
-RELEASES = ("Free", "Destroy", "Release", "Unload", "Unregister", "Reset", "PopCurrent")
+# Functions that let go of something, and the context switches a client makes around them:
+# once the interpreter is finalizing they succeed, doing nothing (a GPU's driver is still
+# alive then, and a client's finalizers free what they held).
+RELEASES = ("Free", "Destroy", "Release", "Unload", "Unregister", "Reset", "PopCurrent", "PushCurrent",
+            "SetCurrent")
 
 _C_TYPES = {
     ctypes.c_int: "int", ctypes.c_uint: "unsigned int", ctypes.c_ulong: "unsigned long",
@@ -216,7 +220,7 @@ static int enter(int index, int releases, CUresult *r) {
     if (forked) { *r = 3; return 0; }                       /* CUDA_ERROR_NOT_INITIALIZED */
     pthread_once(&started, start);
     if (start_failure) { *r = start_failure; return 0; }
-    if (py_is_finalizing()) { *r = releases ? 0 : 4; return 0; }   /* CUDA_ERROR_DEINITIALIZED */
+    if (py_is_finalizing() || !py_is_initialized()) { *r = releases ? 0 : 4; return 0; }   /* CUDA_ERROR_DEINITIALIZED */
     if (!table[index]) { *r = missing(table_symbols_at(index), &said_missing[index]); return 0; }
     return 1;
 }
