@@ -60,8 +60,11 @@ def _forwarder(index: int, name: str, symbol: str, argtypes: tuple, structs: dic
     args = ", ".join(f"a{i}" for i in range(len(ctypes_)))
     pointer = f"CUresult (*)({', '.join(ctypes_) or 'void'})"
     release = int(any(word in name for word in RELEASES))
+    # a client's finalizers ask which context is current before they switch and free: none
+    at_exit = ("    if (finalizing()) { if (a0) *(void **)a0 = NULL; return 0; }\n"
+               if name == "cuCtxGetCurrent" else "")
     return (f"EXPORT CUresult {symbol}({params}) {{\n"
-            f"    CUresult r; struct saved s;\n"
+            f"    CUresult r; struct saved s;\n{at_exit}"
             f"    if (!enter({index}, {release}, &r)) return r;\n"
             f"    python_enter(&s);\n"
             f"    r = (({pointer})table[{index}])({args});\n"
@@ -215,12 +218,16 @@ static CUresult missing(const char *symbol, int *said) {
 }
 static int said_missing[TABLE_SIZE];
 
+static int finalizing(void) {
+    return running && (py_is_finalizing() || !py_is_initialized());
+}
+
 /* 1 if the call may go on into Python; else 0 with *r the status to return. */
 static int enter(int index, int releases, CUresult *r) {
     if (forked) { *r = 3; return 0; }                       /* CUDA_ERROR_NOT_INITIALIZED */
     pthread_once(&started, start);
     if (start_failure) { *r = start_failure; return 0; }
-    if (py_is_finalizing() || !py_is_initialized()) { *r = releases ? 0 : 4; return 0; }   /* CUDA_ERROR_DEINITIALIZED */
+    if (finalizing()) { *r = releases ? 0 : 4; return 0; }      /* CUDA_ERROR_DEINITIALIZED */
     if (!table[index]) { *r = missing(table_symbols_at(index), &said_missing[index]); return 0; }
     return 1;
 }
