@@ -168,7 +168,10 @@ def _load_real(path: str) -> tuple[Driver | None, str]:
         lib = ctypes.CDLL(path)
     except OSError as e:
         return None, f"{path} not loadable ({e})"
-    drv = Driver("cuda", bindings.bind_library(lib), f"real driver ({path})", runs_sass=True)
+    if hasattr(lib, "lowlevel_emu_fill"):
+        drv = _over_emulated_libcuda(lib, path)
+    else:
+        drv = Driver("cuda", bindings.bind_library(lib), f"real driver ({path})", runs_sass=True)
     code = drv.cuInit.unchecked(0)
     if code != 0:
         return None, f"{path} loaded but cuInit failed with {CURESULT_NAME.get(code, code)}"
@@ -177,6 +180,16 @@ def _load_real(path: str) -> tuple[Driver | None, str]:
     if count.value == 0:
         return None, f"{path} loaded but reports no device"
     return drv, ""
+
+
+def _over_emulated_libcuda(lib: ctypes.CDLL, path: str) -> Driver:
+    """The real-driver binding over lowlevel's own drop-in libcuda.so.1 (lowlevel.emu.libcuda):
+    every call crosses the C library, but the device is the emulated GPU, so its reports say
+    so, it runs no SASS, and failures carry the emulator's details."""
+    from .. import emu  # noqa: PLC0415
+    return Driver("cuda", bindings.bind_library(lib), f"the emulated GPU behind its libcuda.so.1 ({path})",
+                  runs_sass=False, pending_interrupt=emu.pending_interrupt, error_details=emu.error_details,
+                  timing=emu.timing)
 
 
 def _load_emulator(reason: str) -> Driver:

@@ -5,6 +5,7 @@
     ptx/      the front end: lexer, parser, IR; knows nothing of execution
     isa/      one module per instruction family, each registering into isa/registry.py
     engine/   decode (PTX -> Python basic blocks), the scheduler, memory spaces, faults
+    libcuda/  the emulated GPU as a drop-in libcuda.so.1 for other people's clients (built on demand)
     tools/    racecheck, instruction counters, printf output: observers of a launch; the H200
               time model (LOWLEVEL_EMU_TIMING=model) and its timeline
 

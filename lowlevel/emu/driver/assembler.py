@@ -304,7 +304,7 @@ def _key(assembler, ptx: bytes, arch: str, flags: list[str]) -> str:
     return h.hexdigest()
 
 
-def _cache_dir() -> pathlib.Path | None:
+def cache_dir() -> pathlib.Path | None:
     """Where lowlevel.compiler's cache lives (the same rules), or None with caching off."""
     if os.environ.get("LOWLEVEL_CACHE", "1") in ("0", "off", "false", ""):
         return None
@@ -337,7 +337,7 @@ def _decode(key: str, data: bytes) -> Assembly | None:
 
 
 def _disk_load(key: str) -> Assembly | None:
-    folder = _cache_dir()
+    folder = cache_dir()
     if folder is None:
         return None
     try:
@@ -350,7 +350,7 @@ def _disk_load(key: str) -> Assembly | None:
 def _disk_store(key: str, result: Assembly) -> None:
     """Write an entry atomically (a temporary file renamed into place); a cache that
     cannot be written is skipped, not an error."""
-    folder = _cache_dir()
+    folder = cache_dir()
     if folder is None:
         return
     tmp = None

@@ -300,6 +300,16 @@ def current(check_sticky: bool = True) -> Context:
     return ctx
 
 
+def thread_context() -> Context | None:
+    """The context this thread made current, as it was made (a reset one too), or None."""
+    return getattr(_thread, "context", None)
+
+
+def set_thread_context(ctx: Context | None) -> None:
+    """Make `ctx` this thread's current context (the top of its stack: ctx_stack.py)."""
+    _thread.context = ctx
+
+
 def raise_sticky(ctx: Context) -> None:
     """The context's sticky error (a fault in earlier work), raised as the driver reports it."""
     if ctx.sticky is not None:
@@ -442,12 +452,6 @@ def context_by_handle(handle: int) -> Context:
 
 
 @api
-def cuCtxSetCurrent(handle):
-    require_init()
-    _thread.context = None if not handle else _context_by_handle(handle)
-
-
-@api
 def cuCtxGetCurrent(ctx_out):
     require_init()
     ctx = live(getattr(_thread, "context", None))
@@ -466,33 +470,3 @@ def cuCtxSynchronize():
     capture.refuse_unsafe(ctx, "cuCtxSynchronize")
     ctx.synchronize()
     current()          # report a fault that happened in the work just waited for
-
-
-
-
-def thread_instructions() -> int:
-    """Thread-instructions executed so far by kernels of this thread's current context."""
-    ctx = live(getattr(_thread, "context", None))
-    return 0 if ctx is None else ctx.thread_instructions
-
-
-def timing() -> str:
-    """What the emulated device's times mean in this thread's current context (or, with
-    none current, in the next one made): modelled, or the emulator's CPU time."""
-    ctx = live(getattr(_thread, "context", None))
-    if ctx is None:
-        try:
-            modelled = timeline_from_env() is not None
-        except ValueError as e:
-            return f"unknown ({e})"
-    else:
-        modelled = ctx.timeline is not None
-    return "modelled (H200 time model)" if modelled else "emulator CPU time"
-
-
-def last_launch_stats():
-    """The engine's LaunchStats of the last kernel completed in this thread's current
-    context (for tools/bench_emu.py), or None."""
-    ctx = live(getattr(_thread, "context", None))
-    last = None if ctx is None else getattr(ctx, "last_launch_stats", None)
-    return None if last is None else last[1]
