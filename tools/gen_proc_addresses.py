@@ -70,15 +70,26 @@ def render(table: dict[str, tuple], per_thread: list[str]) -> str:
              '"""',
              f"# {sum(len(v) for v in table.values())} PFN typedefs (not _ptds/_ptsz) of {len(table)} functions",
              "PROC_ADDRESSES = {"]
-    for name, entries in table.items():
-        lines.append(f"    {name!r}: {entries!r},")
+    lines += _packed([f"{name!r}: {entries!r}," for name, entries in table.items()])
     lines.append("}")
     lines.append("")
     lines.append("# the functions with a per-thread default stream variant (_ptds/_ptsz)")
     lines.append("PER_THREAD_NAMES = frozenset({")
-    lines += [f"    {name!r}," for name in per_thread]
+    lines += _packed([f"{name!r}," for name in per_thread])
     lines.append("})")
     return "\n".join(lines) + "\n"
+
+
+def _packed(items: list[str], width: int = 116) -> list[str]:
+    """The items as lines of at most `width` characters, several to a line (the table is long)."""
+    lines, line = [], ""
+    for item in items:
+        if line and len(line) + 1 + len(item) > width:
+            lines.append("    " + line)
+            line = item
+        else:
+            line = f"{line} {item}" if line else item
+    return lines + (["    " + line] if line else [])
 
 
 def main() -> None:

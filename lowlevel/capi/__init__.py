@@ -8,6 +8,8 @@
     launch_types.py      cuLaunchKernelEx's C types: CUlaunchConfig, CUlaunchAttribute and its values
     structs.py           C structs the calls take (CUDA_MEMCPY2D/3D, CUmemLocation, CUuuid)
     versions.py          driver versions ("13.0"), the PTX ISA each one JITs, lowlevel's own version
+    proc_addresses.py    what cuGetProcAddress answers: each function's versions and symbols (generated
+                         from cudaTypedefs.h by tools/gen_proc_addresses.py)
     images.py            what a module image is: PTX text, a cubin (ELF) or a fatbin, and
                          the entries of a fatbin
 

@@ -1,7 +1,7 @@
 """`lowlevel emu-libcuda`: build the emulated GPU's drop-in libcuda.so.1 if needed and print
 the folder that holds it (libcuda.so.1 and libcuda.so), for LD_LIBRARY_PATH:
 
-    LD_LIBRARY_PATH=$(lowlevel emu-libcuda) python app.py
+    LD_LIBRARY_PATH=$(lowlevel emu-libcuda) python YOUR_APP.py
 """
 import sys
 

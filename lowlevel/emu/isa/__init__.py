@@ -36,6 +36,7 @@
     mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
                    pending_count inval; arrives on another CTA's barrier), cp.async.mbarrier.arrive
     mbarstate.py   the mbarrier object's encoding, and one run of arrivals applied at once
+    mbarfast.py    a CTA's converged arrive and wait on its own barrier, per CTA instead of per lane
     calls.py       `call` of a .func (inlined at load), the .param words of a call
     indirect.py    calls through function pointers (.callprototype): a choice of direct calls
     recursion.py   recursive calls: real calls of an out-of-line copy, a per-thread stack

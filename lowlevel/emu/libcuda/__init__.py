@@ -4,7 +4,7 @@
     build.py    compiled lazily with the system's C compiler into the compile cache
     attach.py   the table the library jumps through, filled with the emulated driver's functions
 
-    LD_LIBRARY_PATH=$(lowlevel emu-libcuda) python app.py    # any in-process client, unchanged
+    LD_LIBRARY_PATH=$(lowlevel emu-libcuda) python YOUR_APP.py    # any in-process client, unchanged
     lowlevel.emu.libcuda.install()                           # the same from Python, before the client loads
 
 The library starts the emulator itself on its first call (it finds Python's C API in the
