@@ -45,8 +45,8 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     # the context stack, and contexts made by other clients (the emulated libcuda's; ctx_stack.py)
     "cuCtxPushCurrent":           ("cuCtxPushCurrent_v2", (handle,)),
     "cuCtxPopCurrent":            ("cuCtxPopCurrent_v2", (ptr,)),
-    "cuCtxCreate":                ("cuCtxCreate_v2", (ptr, c_uint, CUdevice)),
-    "cuCtxCreate_v4":             ("cuCtxCreate_v4", (ptr, ptr, c_uint, CUdevice)),
+    "cuCtxCreate":                ("cuCtxCreate_v4", (ptr, ptr, c_uint, CUdevice)),
+    "cuCtxCreate_v2":             ("cuCtxCreate_v2", (ptr, c_uint, CUdevice)),    # before CUDA 12.5
     "cuCtxDestroy":               ("cuCtxDestroy_v2", (handle,)),
     "cuCtxGetApiVersion":         ("cuCtxGetApiVersion", (handle, ptr)),
     "cuCtxGetFlags":              ("cuCtxGetFlags", (ptr,)),

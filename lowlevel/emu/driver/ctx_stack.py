@@ -3,7 +3,7 @@
 The top of the stack is the thread's current context (context.py keeps it); the rest are
 kept here. cuCtxSetCurrent replaces the top (NULL pops it), cuCtxPushCurrent_v2 and
 cuCtxPopCurrent_v2 push and pop, as the driver documents. The emulated device has one
-context per device, its primary context: cuCtxCreate_v2/_v4 retain it and push it (so code
+context per device, its primary context: cuCtxCreate (_v4) and cuCtxCreate_v2 retain it and push it (so code
 written for created contexts runs, sharing the primary context's memory and streams), and
 cuCtxDestroy_v2 releases it. The primary context's flags are recorded (cuDevicePrimaryCtx-
 SetFlags_v2, GetState); the emulated device schedules every way alike.
@@ -77,16 +77,16 @@ def _create(ctx_out, flags: int, dev: int, call: str) -> None:
 
 
 @api
-def cuCtxCreate(ctx_out, flags, dev):
+def cuCtxCreate(ctx_out, params, flags, dev):
+    if params:
+        # CUctxCreateParams: execution affinity and CIG parameters, which the emulated device lacks
+        raise EmuError("CUDA_ERROR_NOT_SUPPORTED", "cuCtxCreate: context creation parameters are not supported")
     _create(ctx_out, flags, dev, "cuCtxCreate")
 
 
 @api
-def cuCtxCreate_v4(ctx_out, params, flags, dev):
-    if params:
-        # CUctxCreateParams: execution affinity and CIG parameters, which the emulated device lacks
-        raise EmuError("CUDA_ERROR_NOT_SUPPORTED", "cuCtxCreate_v4: context creation parameters are not supported")
-    _create(ctx_out, flags, dev, "cuCtxCreate_v4")
+def cuCtxCreate_v2(ctx_out, flags, dev):
+    _create(ctx_out, flags, dev, "cuCtxCreate_v2")
 
 
 @api
