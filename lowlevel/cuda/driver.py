@@ -185,11 +185,12 @@ def _load_real(path: str) -> tuple[Driver | None, str]:
 def _over_emulated_libcuda(lib: ctypes.CDLL, path: str) -> Driver:
     """The real-driver binding over lowlevel's own drop-in libcuda.so.1 (lowlevel.emu.libcuda):
     every call crosses the C library, but the device is the emulated GPU, so its reports say
-    so, it runs no SASS, and failures carry the emulator's details."""
+    so, it runs no SASS, failures carry the emulator's details, and cuBLAS is the emulated
+    one (a real libcublas cannot reach the emulated device's memory)."""
     from .. import emu  # noqa: PLC0415
     return Driver("cuda", bindings.bind_library(lib), f"the emulated GPU behind its libcuda.so.1 ({path})",
                   runs_sass=False, pending_interrupt=emu.pending_interrupt, error_details=emu.error_details,
-                  timing=emu.timing)
+                  cublas_functions=emu.cublas_functions, timing=emu.timing)
 
 
 def _load_emulator(reason: str) -> Driver:
