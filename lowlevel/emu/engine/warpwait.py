@@ -50,6 +50,8 @@ def park(launch, pcs, lanes, masks, blk: int) -> None:
 def merge(launch, pcs, lowest: int) -> None:
     """Lanes reach warp block `lowest`: those of their warps parked there rejoin them,
     except right after a park (the lanes left there then are the ones that did not wait)."""
+    if getattr(launch, "warp_masks", None) is None:
+        return                  # no lane has waited at a warp instruction in this launch
     if getattr(launch, "warp_skip", None) == (lowest, launch.stats.block_steps):
         return
     parked = np.flatnonzero(pcs == launch.ck.exit_pc + 1 + lowest)

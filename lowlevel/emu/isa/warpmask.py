@@ -13,7 +13,7 @@ lanes; on a GPU: undefined, garbage or a hang). Named lanes that are elsewhere i
 kernel (an if/else whose sides each reach their own __syncwarp, lanes a loop iteration
 apart) are waited for on sm_70 and later: the check raises WarpWait before the block has
 done anything (a warp instruction starts its block, decode.split_blocks), and the
-scheduler parks the executing lanes' warps there until the named lanes arrive
+scheduler parks the lanes that name them there until the named lanes arrive
 (engine/warpwait.py); for sm_6x targets they are refused. The converged path with the full
 mask and no guard costs nothing.
 """
@@ -120,10 +120,9 @@ def check_members(C, what, mask, guard, iid):
         live = np.ones(batch.shape, bool) if C.active is None else C.active[batch]
         here = live
     else:
-        live = live_lanes(C.ck, C.pcs[batch])
-        is_cur = np.zeros(C.n_lanes, bool)
-        is_cur[C.lanes] = True
-        here = is_cur[batch]                            # gathered now (guard true or not)
+        at = C.pcs[batch]
+        live = live_lanes(C.ck, at)
+        here = at == C.pcs[C.lanes[0]]                  # gathered now (guard true or not)
     M = np.zeros(batch.shape, U32)
     M[slot, col] = U32(int(mask) & _FULL_MASK) if uniform else np.asarray(mask).astype(U32)[part]
     own = exe & (((M >> _LANE32.astype(U32)) & U32(1)) == 0)
@@ -140,23 +139,18 @@ def check_members(C, what, mask, guard, iid):
     bad = own | (missing != 0) | (other >= 0)
     if not bad.any():
         if independent and C.lanes is not None:
-            wait = (exe & ((M & away[:, None]) != 0)).any(axis=1)
+            wait = exe & ((M & away[:, None]) != 0)
             if wait.any():
-                _wait(C, batch[wait], M[wait], exe[wait])
+                _wait(batch[wait], M[wait])
         return
     _refuse(C, what, iid, batch, M, own, missing, other, bad, independent)
 
 
-def _wait(C, batch, M, exe):
-    """Raise WarpWait for every gathered lane of the warps that wait (rows of `batch`):
-    whole warps park, since a lane left running could not pass without the others anyway
-    once it names them, and one that does not is released at once (warpwait.release). A
-    gathered lane that does not execute (guard false) waits with only its own bit."""
-    cur = np.zeros(C.n_lanes, bool)
-    cur[C.lanes] = True
-    sel = cur[batch]
-    own = (U32(1) << (batch % WARP).astype(U32)).astype(U32)
-    raise WarpWait(batch[sel], np.where(exe, M, own)[sel])
+def _wait(lanes, masks):
+    """Raise WarpWait for the executing lanes whose masks name lanes elsewhere. Lanes of
+    their mask that run it now have the same mask (else refused), so they wait too; the
+    other lanes gathered here run it without them (CUB's logical warps)."""
+    raise WarpWait(lanes, masks)
 
 
 def _refuse(C, what, iid, batch, M, own, missing, other, bad, independent):

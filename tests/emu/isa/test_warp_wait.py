@@ -130,3 +130,52 @@ def test_bar_warp_sync_with_different_masks_on_each_side_is_refused(mem):
     msg = str(info.value)
     assert "bar.warp.sync in block (0,0,0), warp 0, lane 0" in msg and "deadlock" in msg
     assert "mask 0xffffffff" in msg and "another bar with member mask 0xfffffffe" in msg
+
+
+LOGICAL = HEADER + """
+.visible .entry w(.param .u64 x, .param .u64 out, .param .u64 flag) {
+  .reg .u32 %r<9>; .reg .u64 %rd<8>; .reg .pred %p<5>;
+  ld.param.u64 %rd1, [x];
+  ld.param.u64 %rd4, [out];
+  ld.param.u64 %rd6, [flag];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd2, %r1, 4;
+  add.u64 %rd3, %rd1, %rd2;
+  ld.global.u32 %r3, [%rd3];
+  and.b32 %r2, %r1, 31;
+  setp.lt.u32 %p2, %r2, 16;
+  selp.u32 %r6, 0x0000ffff, 0xffff0000, %p2;
+  setp.ge.u32 %p1, %r2, 24;
+  @%p1 bra COLD;
+BACK:
+  shfl.sync.bfly.b32 %r5, %r3, 1, 31, %r6;
+  add.u64 %rd5, %rd4, %rd2;
+  st.global.u32 [%rd5], %r5;
+  setp.ne.u32 %p3, %r1, 0;
+  @%p3 bra END;
+  st.volatile.global.u32 [%rd6], 1;
+END:
+  ret;
+COLD:
+  ld.volatile.global.u32 %r7, [%rd6];
+  setp.eq.u32 %p4, %r7, 0;
+  @%p4 bra COLD;
+  bra BACK;
+}
+"""
+
+
+def test_a_logical_warp_goes_on_while_the_other_half_waits(mem, rng, monkeypatch):
+    """Two 16-lane groups of one warp, each with its own mask: lanes 16..23 wait for
+    24..31, which spin until lane 0 has shuffled in its own group and set a flag. Only the
+    lanes that name the late ones may wait, or nothing ever sets the flag."""
+    monkeypatch.setenv("LOWLEVEL_EMU_WATCHDOG_S", "20")
+    x = rng.integers(0, 2**32, 32, dtype=np.uint64).astype(np.uint32)
+    xb, out, flag = Buf(mem, x), Buf(mem, n=32, dtype=np.uint32), Buf(mem, np.zeros(1, np.uint32))
+    try:
+        launch(load_ptx(LOGICAL), "w", 1, 32, xb, out, flag, mem=mem)
+        np.testing.assert_array_equal(out.read(), x[np.arange(32) ^ 1])
+        assert flag.read()[0] == 1
+    finally:
+        for b in (xb, out, flag):
+            b.free()
