@@ -274,7 +274,7 @@ class _Launch(SpacesMixin):
             try:
                 res = blk.fn(S, self)
             except WarpWait as w:                   # named lanes are elsewhere: wait for them
-                warpwait.park(self, pcs, w.lanes, w.masks, lowest)
+                warpwait.park(self, pcs, w, lowest)
                 previous = -1
                 continue
             stats.thread_instructions += blk.n_instructions * lanes.size

@@ -1,22 +1,26 @@
 """Lanes that wait at a *.sync warp instruction for the lanes its member mask names
 (sm_70 and later, PTX ISA: a lane waits until every non-exited lane of its mask has
-executed a bar.warp.sync, or the same *.sync instruction, with the same mask).
+executed a bar.warp.sync, or a *.sync instruction with the same qualifiers, with the same
+mask).
 
 isa/warpmask.check_members raises WarpWait on the divergent path when named lanes are
 elsewhere; the executing lanes that name them park at the instruction's block (pc =
-exit_pc + 1 + block, as at a bar.sync) with their masks, and everything else runs first:
+exit_pc + 1 + block, as at a bar.sync) with their masks and the values they give (shfl,
+match and redux's a, vote's predicate), and everything else runs first:
 
 - a data instruction (shfl/vote/match/redux/elect.sync): when lanes of the warp reach the
-  same block again, its parked lanes rejoin them (merge) and all run it together, so
-  values are exchanged between lanes that arrived at different times at one instruction;
+  same block again, its parked lanes rejoin them (merge) and all run it together;
 - when no lane can run, a bar.warp.sync waiter passes to the next block once every live
   lane its mask names waits at a bar.warp.sync (any of them: each side of an if/else may
   have its own) with the same mask; a data waiter runs its instruction again once every
-  live lane it names waits at the same instruction with the same mask (the others exited);
+  live lane it names waits at the same instruction with the same mask (the others exited),
+  or at other instructions with the same qualifiers and mask: then the group is paired
+  (_pair), each lane goes back to its own instruction, and reads the values the group's
+  lanes at the others left when they parked (check_members returns them as partners);
 - otherwise the named lanes can never arrive (they wait at a CTA barrier or an mbarrier
-  for these lanes, or wait at another instruction of the same kind, which the emulated GPU
-  does not pair up): CUDA_ERROR_LAUNCH_FAILED naming instruction, mask, PTX line and where
-  the named lanes are, never a hang.
+  for these lanes, at an instruction with other qualifiers, or with another mask):
+  CUDA_ERROR_LAUNCH_FAILED naming instruction, mask, PTX line and where the named lanes
+  wait (a hang on a GPU), never a hang.
 """
 from __future__ import annotations
 
@@ -37,13 +41,17 @@ def kinds(ck):
     return ck.warp_blocks
 
 
-def park(launch, pcs, lanes, masks, blk: int) -> None:
-    """Park `lanes` (batch lane numbers) at warp block `blk` with their member masks."""
+def park(launch, pcs, wait, blk: int) -> None:
+    """Park the lanes of WarpWait `wait` at warp block `blk` with their member masks and
+    the values they give."""
     saved = getattr(launch, "warp_masks", None)
     if saved is None or saved.size != pcs.size:
         saved = launch.warp_masks = np.zeros(pcs.size, np.uint32)
-    saved[lanes] = masks
-    pcs[lanes] = launch.ck.exit_pc + 1 + blk
+        launch.warp_values = np.zeros(pcs.size, np.uint64)
+    saved[wait.lanes] = wait.masks
+    if wait.values is not None:
+        launch.warp_values[wait.lanes] = wait.values
+    pcs[wait.lanes] = launch.ck.exit_pc + 1 + blk
     launch.warp_skip = (blk, launch.stats.block_steps)
 
 
@@ -97,9 +105,56 @@ def release(launch, pcs, waiting, bblk):
     batch, blocking = _blocking(launch, pcs, lanes, kind)
     ok = ~blocking.any(axis=1)
     if not ok.any():
-        return False, mine
+        ok = _pair(launch, pcs, lanes, blk, kind, batch, blocking)
+        if not ok.any():
+            return False, mine
     pcs[lanes[ok]] = np.where(kind[ok] == 1, blk[ok] + 1, blk[ok])
     return True, mine
+
+
+def _signature(ck):
+    """Per block: the opcode and qualifiers of its warp instruction ('' for none): data
+    instructions pair up across instructions only with the same ones (PTX ISA)."""
+    sig = ck.__dict__.get("_emu_warp_signature")
+    if sig is None:
+        sig = np.array([".".join([b.instructions[0].opcode, *b.instructions[0].mods])
+                        if b.warp_sync == "data" else "" for b in ck.blocks], object)
+        ck.__dict__["_emu_warp_signature"] = sig
+    return sig
+
+
+def _pair(launch, pcs, lanes, blk, kind, batch, blocking):
+    """Data waiters whose missing lanes all wait at other instructions with the same
+    qualifiers and mask: each such group (per warp and mask) is paired, and every lane goes
+    back to run its own instruction, reading the values the others left when they parked
+    (isa/warpmask.py). Returns which waiters go."""
+    ck = launch.ck
+    at = pcs[batch]
+    parked = (at > ck.exit_pc) & (at <= ck.exit_pc + len(ck.blocks))
+    where = np.where(parked, at - (ck.exit_pc + 1), 0)
+    sig = _signature(ck)
+    same_kind = parked & (sig[where] == sig[blk][:, None]) & (kinds(ck)[where] == 2)
+    masks = launch.warp_masks
+    same_mask = masks[batch] == masks[lanes][:, None]
+    ok = (kind == 2) & ~(blocking & ~(same_kind & same_mask)).any(axis=1)
+    if not ok.any():
+        return ok
+    pair = getattr(launch, "warp_pair", None)
+    if pair is None or pair[0].size != pcs.size:         # per batch
+        n = pcs.size
+        pair = launch.warp_pair = (np.full(n, -1, np.int64), np.zeros(n, bool),
+                                   np.zeros(n, np.uint64))
+        launch.warp_groups = 0
+    group, pending, given = pair
+    go = lanes[ok]
+    key = (go // WARP).astype(np.int64) * (1 << 32) + masks[go].astype(np.int64)
+    _, ids = np.unique(key, return_inverse=True)
+    group[go] = launch.warp_groups + ids
+    launch.warp_groups += int(ids.max()) + 1
+    pending[go] = True
+    launch.warp_pending = int(np.count_nonzero(pending))
+    given[go] = launch.warp_values[go]
+    return ok
 
 
 def deadlock(launch, pcs, waiters) -> None:
@@ -117,12 +172,6 @@ def deadlock(launch, pcs, waiters) -> None:
     head = (f"{launch.name}: {what} in block {launch.block_name(lane // launch.padded)}, "
             f"warp {t // WARP}, lane {t % WARP}: it waits at PTX line {ins.line} ({ins.text}) "
             f"with member mask {mask:#010x} for lanes that never arrive: {', '.join(where)}")
-    if blk_kind(launch, blk) == 2 and any(f"another {ins.opcode} " in w for w in where):
-        raise KernelFault(
-            "CUDA_ERROR_LAUNCH_FAILED",
-            f"{head}. The PTX ISA pairs up lanes at different {ins.opcode}.sync instructions "
-            f"with the same qualifiers and mask; the emulated GPU exchanges values only "
-            f"between lanes at one instruction, and refuses rather than guess")
     raise KernelFault(
         "CUDA_ERROR_LAUNCH_FAILED",
         f"{head}. A deadlock: they wait for threads that wait here, so none can proceed "

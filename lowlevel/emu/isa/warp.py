@@ -41,19 +41,29 @@ _LANE32 = np.arange(WARP, dtype=I64)
 
 # --- lane bookkeeping (current_lanes, participating, to_batch, words: warpmask.py) ---
 
-def _warp_view(C, a, part):
+def _warp_view(C, a, part, partners=None):
     """(values, on) of the current lanes as (warps, 32) arrays over the batch: a value per
-    lane, and whether the lane takes part now."""
+    lane, and whether the lane takes part now; `partners` (check_members) add the values
+    that lanes paired at another instruction left."""
     a = _full(a, C.n, type(a) if not isinstance(a, np.ndarray) else a.dtype)
     vals = to_batch(C, a, 0, a.dtype)
     on = to_batch(C, part, False, bool)
+    if partners is not None:
+        vals, on = vals.copy(), on.copy()
+        vals[partners[0]] = partners[1].astype(vals.dtype)
+        on[partners[0]] = True
     return vals.reshape(-1, WARP), on.reshape(-1, WARP)
 
 
-def _ballot_words(C, bits):
+def _ballot_words(C, bits, partners=None, their_bits=None):
     """Per-warp u32 ballot of a bool array over the current lanes; returns the word of
-    each current lane's warp."""
-    w = words(to_batch(C, bits, False, bool))
+    each current lane's warp. `partners` (check_members) add their bits (`their_bits`, or
+    all set)."""
+    full = to_batch(C, bits, False, bool)
+    if partners is not None:
+        full = full.copy()
+        full[partners[0]] = True if their_bits is None else their_bits
+    w = words(full)
     if C.lanes is None:
         return np.repeat(w, WARP).astype(U32)
     return w[C.lanes // WARP].astype(U32)
@@ -85,7 +95,9 @@ def shfl(C, mode, a, b, c, mask, guard, iid):
     """shfl.sync: (value, in-range predicate) per current lane (ISA pseudo-code). A source
     lane that is inactive, predicated off or not in the reading lane's member mask gives an
     undefined value (PTX ISA): here the reading lane's own value."""
-    check_members(C, "shfl.sync", mask, guard, iid)
+    partners = check_members(C, "shfl.sync", mask, guard, iid, a)
+    if partners is not None:
+        return _shfl_paired(C, mode, a, b, c, mask, guard, partners)
     n = C.n
     uniform_bc = not isinstance(b, np.ndarray) and not isinstance(c, np.ndarray)
     if C.lanes is None and uniform_bc:
@@ -135,13 +147,35 @@ def shfl(C, mode, a, b, c, mask, guard, iid):
     return np.where(defined, a[np.maximum(idx, 0)], a), pval
 
 
+def _shfl_paired(C, mode, a, b, c, mask, guard, partners):
+    """shfl.sync on the divergent path where some source lanes were paired at another
+    shfl.sync with the same qualifiers and mask: their values are those they left."""
+    n = C.n
+    lane = current_lanes(C) % WARP
+    bval = np.asarray(b).astype(I64) & 31
+    cval = np.asarray(c).astype(I64) & 31
+    segmask = (np.asarray(c).astype(I64) >> 8) & 31
+    max_lane = (lane & segmask) | (cval & ~segmask)
+    j = {"up": lane - bval, "down": lane + bval, "bfly": lane ^ bval}.get(
+        mode, (lane & segmask) | (bval & ~segmask))
+    pval = j >= max_lane if mode == "up" else j <= max_lane
+    j = np.where(pval, j, lane)
+    mine = _full(a, n, U32).astype(U32)
+    V, O = _warp_view(C, mine, participating(C, guard), partners)
+    src = current_lanes(C) - lane + j
+    defined = O.reshape(-1)[src] & _in_mask(mask, j)
+    return np.where(defined, V.reshape(-1)[src], mine), np.broadcast_to(pval, (n,)).copy()
+
+
 def vote(C, mode, p, mask, guard, iid=None):
     part = participating(C, guard)
-    act = _ballot_words(C, part)
     if mode == "activemask":
-        return act
-    check_members(C, "vote.sync", mask, guard, iid)
-    pb = _ballot_words(C, part & p if isinstance(p, np.ndarray) else part & bool(p))
+        return _ballot_words(C, part)
+    partners = check_members(C, "vote.sync", mask, guard, iid, p)
+    act = _ballot_words(C, part, partners)
+    theirs = None if partners is None else partners[1] != 0
+    pb = _ballot_words(C, part & p if isinstance(p, np.ndarray) else part & bool(p),
+                       partners, theirs)
     m = act & np.asarray(mask, U32)
     if mode == "ballot":
         return pb & np.asarray(mask, U32)
@@ -170,8 +204,8 @@ def match(C, mode, a, mask, guard, iid):
     hold the same value; .all gives the lanes of the member mask that take part if they
     all hold the same value (else 0), and whether they do."""
     part = participating(C, guard)
-    check_members(C, "match.sync", mask, guard, iid)
-    V, O = _warp_view(C, a, part)
+    partners = check_members(C, "match.sync", mask, guard, iid, a)
+    V, O = _warp_view(C, a, part, partners)
     eq = (V[:, :, None] == V[:, None, :]) & O[:, None, :]          # (W, 32 me, 32 other)
     words = np.packbits(eq, axis=2, bitorder="little").view("<u4")[:, :, 0].reshape(-1)
     actw = np.packbits(O, axis=1, bitorder="little").view("<u4")[:, 0]
@@ -208,8 +242,8 @@ def redux(C, op, a, mask, guard, iid):
     take part (PTX ISA: across all non-exited threads in the membermask; check_members has
     made sure every one of those runs it now, with the same mask)."""
     part = participating(C, guard)
-    check_members(C, "redux.sync", mask, guard, iid)
-    V, O = _warp_view(C, a, part)
+    partners = check_members(C, "redux.sync", mask, guard, iid, a)
+    V, O = _warp_view(C, a, part, partners)
     if not isinstance(mask, np.ndarray):        # one mask: one result per warp
         r = _reduce(op, V, O & _in_mask(mask, _LANE32), axis=1)
         return np.repeat(r, WARP) if C.lanes is None else r[C.lanes // WARP]
@@ -223,9 +257,9 @@ def elect(C, mask, guard, iid):
     among the lanes that execute it (predicated on); each participant gets the leader's
     laneid, and True where it is the leader. check_members has made sure every member of
     the mask that has not exited runs it now, each lane in its own mask."""
-    check_members(C, "elect.sync", mask, guard, iid)
+    partners = check_members(C, "elect.sync", mask, guard, iid, 0)
     part = participating(C, guard)
-    words = (_ballot_words(C, part) & np.asarray(mask, U32)).astype(U64)
+    words = (_ballot_words(C, part, partners) & np.asarray(mask, U32)).astype(U64)
     lowest = words & (~words + U64(1))                     # the least set bit alone
     leader = np.log2(np.maximum(lowest, U64(1)).astype(np.float64)).astype(U32)   # exact: 2**k
     lane = (current_lanes(C) % WARP).astype(U32)

@@ -10,12 +10,14 @@ On the emulated GPU a lane that is gathered with the executing ones but predicat
 a lane missing from its own mask, and lanes naming each other with different masks are
 refused (CUDA_ERROR_LAUNCH_FAILED naming kernel, block, warp, lane, PTX line, mask and the
 lanes; on a GPU: undefined, garbage or a hang). Named lanes that are elsewhere in the
-kernel (an if/else whose sides each reach their own __syncwarp, lanes a loop iteration
-apart) are waited for on sm_70 and later: the check raises WarpWait before the block has
-done anything (a warp instruction starts its block, decode.split_blocks), and the
-scheduler parks the lanes that name them there until the named lanes arrive
-(engine/warpwait.py); for sm_6x targets they are refused. The converged path with the full
-mask and no guard costs nothing.
+kernel (an if/else whose sides each reach their own __syncwarp or shuffle, lanes a loop
+iteration apart) are waited for on sm_70 and later: the check raises WarpWait before the
+block has done anything (a warp instruction starts its block, decode.split_blocks), and
+the scheduler parks the lanes that name them there until the named lanes arrive
+(engine/warpwait.py), at this instruction or, paired, at another with the same qualifiers
+and mask, whose lanes' values this one then reads; for sm_6x targets they are refused.
+The converged path with the full mask and no guard costs nothing (unless lanes paired
+across instructions have yet to run theirs).
 """
 from __future__ import annotations
 
@@ -99,13 +101,19 @@ def live_lanes(ck, pcs):
     return (pcs != exit_pc) & ~exiting(ck)[np.minimum(pcs, exit_pc)]
 
 
-def check_members(C, what, mask, guard, iid):
+def check_members(C, what, mask, guard, iid, value=None):
     """The member-mask rule (module docstring): returns when the executing lanes may run
     the instruction now, raises WarpWait when (sm_70+, divergent path) some must wait for
     named lanes elsewhere, KernelFault when the mask is wrong. Only the warps of executing
-    lanes are looked at, so a small divergent group costs little in a large batch."""
+    lanes are looked at, so a small divergent group costs little in a large batch.
+    `value` (per current lane) is what each lane gives the others (shfl/match/redux's a,
+    vote's predicate); a waiting lane leaves it for lanes of another instruction of the
+    same kind to read (engine/warpwait.py pairs them). Returns None, or the partners:
+    (batch lanes, their values) of lanes paired with these at another instruction."""
     uniform = not isinstance(mask, np.ndarray)
-    if uniform and guard is None and C.lanes is None and int(mask) & _FULL_MASK == _FULL_MASK:
+    pairs = getattr(C, "warp_pending", 0) > 0         # lanes paired across instructions
+    if uniform and guard is None and C.lanes is None and int(mask) & _FULL_MASK == _FULL_MASK \
+            and not pairs:
         return                  # converged, every live lane here, the full mask: nothing to check
     part = participating(C, guard)
     lanes = current_lanes(C)[part]                     # batch lanes that execute it
@@ -138,19 +146,55 @@ def check_members(C, what, mask, guard, iid):
         other = np.where(differs.any(axis=2), np.argmax(differs, axis=2), -1)
     bad = own | (missing != 0) | (other >= 0)
     if not bad.any():
-        if independent and C.lanes is not None:
+        if independent and (C.lanes is not None or pairs):
             wait = exe & ((M & away[:, None]) != 0)
+            paired, partners = _paired(C, batch, exe, here, M & away[:, None]) if pairs \
+                else (np.zeros(batch.shape, bool), None)
+            wait &= ~paired
             if wait.any():
-                _wait(batch[wait], M[wait])
-        return
+                _wait(C, batch[wait], M[wait], value)
+            return partners
+        return None
     _refuse(C, what, iid, batch, M, own, missing, other, bad, independent)
 
 
-def _wait(lanes, masks):
+def _wait(C, lanes, masks, value):
     """Raise WarpWait for the executing lanes whose masks name lanes elsewhere. Lanes of
     their mask that run it now have the same mask (else refused), so they wait too; the
     other lanes gathered here run it without them (CUB's logical warps)."""
-    raise WarpWait(lanes, masks)
+    given = None
+    if value is not None:
+        idx = np.searchsorted(C.lanes, lanes)
+        given = (value[idx] if isinstance(value, np.ndarray) else np.full(idx.size, value))
+        given = given.astype(np.uint64)
+    raise WarpWait(lanes, masks, given)
+
+
+def _paired(C, batch, exe, here, away_named):
+    """(bool per lane of `batch`: an executing lane that warpwait.release paired with lanes
+    at another instruction of the same kind and mask, whose lanes named elsewhere are all
+    of its group; the partners: (batch lanes of those groups not here, the values they
+    left), or None). Paired lanes run now, and are marked as done with the pairing; the
+    group's lanes that ran before, or exited since, still count with their values."""
+    pair = getattr(C, "warp_pair", None)
+    if pair is None:
+        return np.zeros(batch.shape, bool), None
+    group, pending, given = pair
+    mine = group[batch]                                 # (K, 32)
+    pend = exe & pending[batch]
+    if not pend.any():
+        return pend, None
+    named = ((away_named[:, :, None] >> _LANE32.astype(U32)) & U32(1)) != 0   # (K, 32 me, 32)
+    outside = named & (mine[:, None, :] != mine[:, :, None])
+    paired = pend & ~outside.any(axis=2)
+    pending[batch[paired]] = False
+    C.warp_pending -= int(np.count_nonzero(paired))
+    ids = np.where(paired, mine, -1)
+    theirs = (mine[:, :, None] == ids[:, None, :]).any(axis=2) & ~here & (mine >= 0)
+    if not theirs.any():
+        return paired, None
+    partner = batch[theirs]
+    return paired, (partner, given[partner])
 
 
 def _refuse(C, what, iid, batch, M, own, missing, other, bad, independent):

@@ -104,20 +104,35 @@ def test_lanes_whose_partners_exit_go_on_without_them(mem, rng):
     assert (out.reshape(-1, 32)[:, 16:] == 0xDEADBEEF).all()       # they stored nothing
 
 
-def test_shuffles_at_two_different_instructions_are_refused(mem, rng):
-    """Each side of an if/else shuffles with the full mask: the ISA pairs them up, the
-    emulated GPU does not and says so rather than invent values."""
-    x = rng.integers(0, 2**32, 32, dtype=np.uint64).astype(np.uint32)
-    text = late_kernel("shfl").replace(
+def two_sites(op, other=None):
+    """late_kernel with lanes 16..31 running their own copy of `op` (or `other`) in COLD."""
+    return late_kernel(op).replace(
         "mul.lo.u32 %r3, %r3, 3;\n  bra BACK;",
-        "shfl.sync.bfly.b32 %r5, %r3, 16, 31, 0xffffffff;\n  add.u64 %rd5, %rd4, %rd2;\n"
-        "  st.global.u32 [%rd5], %r5;\n  ret;")
+        "mul.lo.u32 %r3, %r3, 3;\n  and.b32 %r4, %r3, 1;\n  setp.ne.u32 %p2, %r4, 0;\n  "
+        + (other or LATE[op]) + "\n  add.u64 %rd5, %rd4, %rd2;\n  st.global.u32 [%rd5], %r5;\n  ret;")
+
+
+@pytest.mark.parametrize("op", LATE)
+def test_lanes_at_two_instructions_with_the_same_qualifiers_exchange_values(mem, rng, op):
+    """Each side of an if/else runs its own copy of the instruction with the full mask:
+    the PTX ISA waits for lanes that executed one with the same qualifiers and mask, so
+    the two halves exchange values as if at one instruction."""
+    x = rng.integers(0, 2**32, 4 * 32, dtype=np.uint64).astype(np.uint32)
+    if op == "match":
+        x = rng.integers(0, 4, x.size).astype(np.uint32)
+    np.testing.assert_array_equal(run(mem, two_sites(op), x), want_late(op, x))
+
+
+def test_shuffles_with_other_qualifiers_never_meet(mem, rng):
+    """shfl.sync.bfly and shfl.sync.down do not pair: a hang on a GPU, a launch fault here."""
+    x = rng.integers(0, 2**32, 32, dtype=np.uint64).astype(np.uint32)
+    text = two_sites("shfl", "shfl.sync.down.b32 %r5, %r3, 16, 31, 0xffffffff;")
     with pytest.raises(KernelFault) as info:
         run(mem, text, x)
     msg = str(info.value)
     assert info.value.code_name == "CUDA_ERROR_LAUNCH_FAILED"
     assert "shfl.sync.bfly.b32 in block (0,0,0), warp 0, lane 0" in msg and "0xffffffff" in msg
-    assert "another shfl" in msg and "PTX line 24" in msg and "only between lanes at one" in msg
+    assert "another shfl" in msg and "shfl.sync.down" in msg and "deadlock" in msg
 
 
 def test_bar_warp_sync_with_different_masks_on_each_side_is_refused(mem):
