@@ -165,8 +165,11 @@ def deadlock(launch, pcs, waiters) -> None:
     ins = ck.blocks[blk].instructions[0]
     batch, blocking = _blocking(launch, pcs, np.array([lane]), kinds(ck)[[blk]])
     mask = int(launch.warp_masks[lane])
-    where = sorted({_place(launch, int(pcs[b]), int(pcs[lane]), int(launch.warp_masks[b]))
-                    for b in batch[0][blocking[0]]})
+    places: dict[str, list[int]] = {}
+    for b in batch[0][blocking[0]]:
+        place = _place(launch, int(pcs[b]), int(pcs[lane]), int(launch.warp_masks[b]))
+        places.setdefault(place, []).append(int(b) % WARP)
+    where = [f"lanes {names} {place}" for place, names in places.items()]
     t = lane % launch.padded
     what = ins.opcode + "." + ".".join(ins.mods)
     head = (f"{launch.name}: {what} in block {launch.block_name(lane // launch.padded)}, "
@@ -178,23 +181,20 @@ def deadlock(launch, pcs, waiters) -> None:
         f"(a hang on a GPU)")
 
 
-def blk_kind(launch, blk: int) -> int:
-    return int(kinds(launch.ck)[blk])
-
-
 def _place(launch, pc: int, own: int, mask: int) -> str:
     ck = launch.ck
     if pc <= ck.exit_pc or pc > ck.exit_pc + len(ck.blocks):
-        return "lanes still running"
+        return "still running"
     blk = ck.blocks[pc - (ck.exit_pc + 1)]
     if blk.warp_sync is not None:
         ins = blk.instructions[0]
         if pc == own:
-            return f"lanes waiting here with member mask {mask:#010x}"
-        return (f"lanes waiting at another {ins.opcode} with member mask {mask:#010x} "
+            return f"waiting here with member mask {mask:#010x}"
+        name = ".".join([ins.opcode, *ins.mods])
+        return (f"waiting at another {name} with member mask {mask:#010x} "
                 f"(PTX line {ins.line}: {ins.text})")
     ins = blk.instructions[0] if blk.waits else blk.instructions[-1]
-    return f"lanes waiting at PTX line {ins.line} ({ins.text})"
+    return f"waiting at PTX line {ins.line} ({ins.text})"
 
 
-__all__ = ["kinds", "park", "merge", "release", "deadlock", "blk_kind"]
+__all__ = ["kinds", "park", "merge", "release", "deadlock"]

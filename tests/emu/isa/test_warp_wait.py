@@ -132,7 +132,7 @@ def test_shuffles_with_other_qualifiers_never_meet(mem, rng):
     msg = str(info.value)
     assert info.value.code_name == "CUDA_ERROR_LAUNCH_FAILED"
     assert "shfl.sync.bfly.b32 in block (0,0,0), warp 0, lane 0" in msg and "0xffffffff" in msg
-    assert "another shfl" in msg and "shfl.sync.down" in msg and "deadlock" in msg
+    assert "lanes [16, 17," in msg and "another shfl.sync.down.b32" in msg and "deadlock" in msg
 
 
 def test_bar_warp_sync_with_different_masks_on_each_side_is_refused(mem):
@@ -144,7 +144,7 @@ def test_bar_warp_sync_with_different_masks_on_each_side_is_refused(mem):
         run(mem, text, np.zeros(32, np.uint32))
     msg = str(info.value)
     assert "bar.warp.sync in block (0,0,0), warp 0, lane 0" in msg and "deadlock" in msg
-    assert "mask 0xffffffff" in msg and "another bar with member mask 0xfffffffe" in msg
+    assert "mask 0xffffffff" in msg and "another bar.warp.sync with member mask 0xfffffffe" in msg
 
 
 LOGICAL = HEADER + """
