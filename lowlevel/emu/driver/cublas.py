@@ -26,6 +26,7 @@ from ..engine.faults import KernelFault
 from ..engine.memory import AccessFault
 from ..tools.timemodel import gemm_segment, streaming_segment
 from .memory import modelled
+from .queues import host_math
 
 VERSION = 131000            # what cublasGetVersion reports: the cuBLAS 13.1 API
 
@@ -254,6 +255,29 @@ _TYPES = {
 }
 
 
+PANEL_MACS = 1 << 31     # multiply-adds per piece of a GEMM: well under a second of BLAS
+
+
+def gemm_panels(batch: int, m: int, n: int, k: int):
+    """(batch slice, row slice) pieces of C, each of about PANEL_MACS multiply-adds at most
+    (one row of one matrix at least): between pieces the worker can stop at exit, and each
+    is large enough that BLAS runs near its full speed. Whole matrices of a batch give C bit
+    for bit as one call would; only a matrix beyond PANEL_MACS is cut into row panels,
+    where BLAS may order a dot product's terms otherwise (within rounding, as cuBLAS)."""
+    per_row = n * max(k, 1)
+    rows = min(m, max(1, PANEL_MACS // per_row))
+    step = min(batch, max(1, PANEL_MACS // (per_row * m))) if rows == m else 1
+    for b0 in range(0, batch, step):
+        for i0 in range(0, m, rows):
+            yield slice(b0, min(batch, b0 + step)), slice(i0, min(m, i0 + rows))
+
+
+def _operand(to_compute, view, tf32: bool) -> np.ndarray:
+    """A piece of op(A) or op(B) in the compute type (float64), TF32-rounded if asked."""
+    x = to_compute(view)
+    return _round_tf32(x.astype(np.float32)).astype(np.float64) if tf32 else x
+
+
 def _gemm(h, ta_op, tb_op, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
           batch, a_type, b_type, c_type, tf32=False, label="gemm"):
     """Validate now, compute in stream order: C = alpha * op(A) @ op(B) + beta * C."""
@@ -274,20 +298,21 @@ def _gemm(h, ta_op, tb_op, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, b
 
     def run():
         c_view = C.view(memory)
-        if k == 0 or alpha == 0:
-            product = np.zeros((batch, m, n))
-        else:
-            av, bv = a_in(A.view(memory)), b_in(B.view(memory))
-            if tf32:
-                av, bv = (_round_tf32(x.astype(np.float32)).astype(np.float64) for x in (av, bv))
-            if ta:
-                av = av.transpose(0, 2, 1)
-            if tb:
-                bv = bv.transpose(0, 2, 1)
-            product = alpha * np.matmul(av, bv)
-        # beta == 0: C is written, never read.
-        result = product if beta == 0 else product + beta * c_in(c_view)
-        c_view[...] = c_out(result)
+        a_view, b_view = A.view(memory), B.view(memory)
+        a_view = a_view.transpose(0, 2, 1) if ta else a_view        # op(A), op(B)
+        b_view = b_view.transpose(0, 2, 1) if tb else b_view
+        b_batches, bv = None, None
+        for bs, rs in gemm_panels(batch, m, n, k):
+            with host_math():       # none starts once the process exits (queues.py)
+                if k == 0 or alpha == 0:
+                    product = np.zeros(c_view[bs, rs].shape)
+                else:
+                    if bs != b_batches:
+                        b_batches, bv = bs, _operand(b_in, b_view[bs], tf32)
+                    product = alpha * np.matmul(_operand(a_in, a_view[bs, rs], tf32), bv)
+                # beta == 0: C is written, never read.
+                part = c_view[bs, rs]
+                part[...] = c_out(product if beta == 0 else product + beta * c_in(part))
     if ctx.timeline is not None:
         math = _gemm_math(c_dtype, a_dtype, tf32)
         segment = gemm_segment(m, n, k, batch, math, np.dtype(a_dtype).itemsize, np.dtype(c_dtype).itemsize, beta != 0)
@@ -432,13 +457,14 @@ def cublasSdot_v2(h, n, x, incx, y, incy, result):
     box = {}
 
     def run():
-        box["dot"] = np.float32(np.dot(X.view(memory).ravel().astype(np.float64),
-                                       Y.view(memory).ravel().astype(np.float64)))
+        with host_math():
+            box["dot"] = np.float32(np.dot(X.view(memory).ravel().astype(np.float64),
+                                           Y.view(memory).ravel().astype(np.float64)))
     # Host pointer mode: the call returns only once the result is in host memory.
     run = modelled(ctx, run, streaming_segment(8 * n, "sdot"))
     ctx.submit(ctx.stream(state.stream), run, "cuBLAS Sdot").done.wait()
     current()
-    ctypes.c_float.from_address(result).value = float(box["dot"])
+    ctypes.c_float.from_address(result).value = float(box.get("dot", np.nan))   # NaN: abandoned at exit
 
 
 @api

@@ -9,7 +9,12 @@ A fault raised by a work item (a kernel's illegal address) is recorded on the co
 sticky error; from then on every work item is skipped and every call reports the error.
 
 At interpreter exit the queued work is abandoned, as a driver abandons it at process
-teardown: workers skip what is still queued, and nothing waits for them.
+teardown: workers skip what is still queued, and nothing waits for them to finish it.
+Host math that runs long inside BLAS (the emulated cuBLAS's GEMMs) goes in bounded pieces,
+each inside host_math(): the exit handler waits for the piece in flight (at most
+EXIT_WAIT_S), and no piece starts after it. A process must not reach the C library's exit
+(OpenBLAS's own exit code joins its threads) while a worker is inside BLAS: a Ctrl-C or
+sys.exit() during a GEMM could hang there.
 """
 import atexit
 import queue
@@ -22,11 +27,38 @@ from ..tools import timemodel
 from .entry import call_started_ns
 
 _abandoned = threading.Event()
+_host_math = threading.Condition()
+_in_host_math = [0]             # pieces of host math running now, on any worker
+EXIT_WAIT_S = 10.0              # far above one piece (cublas.PANEL_MACS), never a hang
+
+
+class WorkAbandoned(Exception):
+    """Raised by host_math() once exit has begun: the work item stops where it is."""
+
+
+class host_math:
+    """`with host_math():` around one bounded piece of a work item's numpy/BLAS math; raises
+    WorkAbandoned instead of starting it once the process exits."""
+
+    def __enter__(self):
+        with _host_math:
+            if _abandoned.is_set():
+                raise WorkAbandoned
+            _in_host_math[0] += 1
+
+    def __exit__(self, *exc):
+        with _host_math:
+            _in_host_math[0] -= 1
+            _host_math.notify_all()
+        return False
 
 
 def abandon_queued_work() -> None:
-    """From now on every queued work item is skipped (marked done without running)."""
-    _abandoned.set()
+    """From now on every queued work item is skipped (marked done without running), and no
+    piece of host math starts; returns once none runs (or after EXIT_WAIT_S)."""
+    with _host_math:
+        _abandoned.set()
+        _host_math.wait_for(lambda: _in_host_math[0] == 0, timeout=EXIT_WAIT_S)
 
 
 atexit.register(abandon_queued_work)
@@ -105,6 +137,8 @@ class Stream:
             try:
                 if self.context.sticky is None and not _abandoned.is_set():
                     item.run()
+            except WorkAbandoned:             # exit began: what is left is not done
+                pass
             except KernelFault as fault:
                 self.context.set_sticky(fault.code_name, fault.message)
             except Exception as exc:          # an emulator bug must not hang the stream

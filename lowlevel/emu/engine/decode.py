@@ -31,6 +31,7 @@ and decoding happens once.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +42,7 @@ from ..isa.addressing import kernel_layout
 from ..isa.calls import inline_calls
 from ..isa.cluster import CLUSTER_BARRIER
 from ..isa.mbarrier import is_wait
+from ..isa.warpmask import sync_kind
 from ..isa.memops import after_barrier, ends_block
 from ..isa.operands import Mods, operands, unsupported, view_name
 from ..isa.registry import RUNTIME, SPECIAL_READERS, lookup
@@ -67,6 +69,7 @@ class Block:
     barrier: tuple | None = None     # (id, thread count or 0) when the block ends in bar.sync
     reduction: str | None = None     # "popc"/"and"/"or" when that barrier is a bar.red (barred.py)
     waits: bool = False              # the block is one mbarrier wait (engine/waits.py)
+    warp_sync: str | None = None     # "bar"/"data": it starts with a *.sync warp instruction
 
 
 @dataclass
@@ -86,6 +89,9 @@ class CompiledKernel:
     cluster_barriers: bool = False         # has barrier.cluster.wait blocks (isa/cluster.py)
     waits: bool = False                    # has mbarrier wait blocks (engine/waits.py)
     wait_blocks: object = None             # bool per block: an mbarrier wait (waits.py)
+    warp_blocks: object = None             # per block: 0, 1 bar.warp.sync, 2 data (warpwait.py)
+    target: str = "sm_80"                  # the module's .target
+    independent_threads: bool = True       # sm_70+: warp instructions wait for named lanes
 
     @property
     def exit_pc(self) -> int:
@@ -282,11 +288,15 @@ def split_blocks(k: Kernel) -> list[Block]:
                 cur = Block(len(blocks), [], [])
             cur.labels.append(item)
             continue
-        if is_wait(item) and cur.instructions:      # a wait is alone in its block
+        warp = sync_kind(item)
+        # a wait is alone in its block; a warp instruction starts one, so that lanes can
+        # wait there before the block has done anything (isa/warpmask.py), and
+        # bar.warp.sync is alone, so that its waiters pass it to the next block
+        if (is_wait(item) or warp) and cur.instructions:
             blocks.append(cur)
             cur = Block(len(blocks), [], [])
         cur.instructions.append(item)
-        if item.opcode in _TERMINATORS or ends_block(item) or is_wait(item):
+        if item.opcode in _TERMINATORS or ends_block(item) or is_wait(item) or warp == "bar":
             blocks.append(cur)
             cur = Block(len(blocks), [], [])
             follow = after_barrier(item)       # bar.red: its result starts the next block
@@ -368,6 +378,7 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
         block.reduction = getattr(g, "barrier_red", None)
         block.waits = is_wait(block.instructions[0]) if block.instructions else False
         ck.waits |= block.waits
+        block.warp_sync = sync_kind(block.instructions[0]) if block.instructions else None
         block.reads = tuple(g.used)
         block.writes = tuple(g.written)
         block.n_instructions = len(block.instructions)
@@ -427,6 +438,8 @@ def load_ptx(text: str | bytes) -> PtxModule:
     for k in mod.kernels.values():
         inline_calls(k, mod)                # `call` of .func bodies: inlined per call site
         k.compiled = compile_kernel(k)
+        k.compiled.target = mod.target
+        k.compiled.independent_threads = int(re.match(r"sm_(\d+)", mod.target).group(1)) >= 70
     return mod
 
 

@@ -19,3 +19,17 @@ class KernelFault(Exception):
         self.code_name = code_name
         self.message = message
 
+
+
+class WarpWait(Exception):
+    """Raised by a warp instruction's member-mask check (isa/warpmask.py) on the divergent
+    path when lanes it names are elsewhere in the kernel: on sm_70 and later the executing
+    lanes wait for them there. The block has done nothing yet (a warp instruction starts its
+    block), so the scheduler parks `lanes` (batch lane numbers) at it with their member
+    `masks` and the `values` they give other lanes (None for bar.warp.sync): warpwait.py."""
+
+    def __init__(self, lanes, masks, values=None):
+        super().__init__("warp instruction waits for lanes named in its member mask")
+        self.lanes = lanes
+        self.masks = masks
+        self.values = values

@@ -37,10 +37,10 @@ import numpy as np
 
 from ..isa import barred
 from ..isa import cluster as clusters
-from . import waits
+from . import waits, warpwait
 from ..isa.numerics import UINT
 from .decode import CompiledKernel
-from .faults import KernelFault
+from .faults import KernelFault, WarpWait
 from .memory import AccessFault, DeviceMemory
 from ..ptx.ir import PtxModule
 from ..tools import enabled
@@ -255,13 +255,15 @@ class _Launch(SpacesMixin):
                 previous = -1                       # a loop yielded (maybe polling memory)
                 continue
             previous = lowest
+            blk = blocks[lowest]
+            if blk.warp_sync is not None:           # lanes parked here rejoin (warpwait.py)
+                warpwait.merge(self, pcs, lowest)
             at = pcs == lowest
             lanes = np.flatnonzero(at)
             nlive = int(np.count_nonzero(pcs != exit_pc))
             if lanes.size == nlive:                     # everyone left is here: reconverge
                 live = None if nlive == n_lanes else at
                 return lowest, live, nlive
-            blk = blocks[lowest]
             S = list(R)
             for s in blk.reads:
                 v = R[s]
@@ -269,7 +271,12 @@ class _Launch(SpacesMixin):
                     S[s] = v[lanes]
             self.lanes = lanes
             self.n = lanes.size
-            res = blk.fn(S, self)
+            try:
+                res = blk.fn(S, self)
+            except WarpWait as w:                   # named lanes are elsewhere: wait for them
+                warpwait.park(self, pcs, w, lowest)
+                previous = -1
+                continue
             stats.thread_instructions += blk.n_instructions * lanes.size
             block_lanes[lowest] += lanes.size
             stats.block_steps += 1
@@ -304,13 +311,20 @@ class _Launch(SpacesMixin):
             return
         waiting = np.flatnonzero(pcs > exit_pc)
         bblk = pcs[waiting] - (exit_pc + 1)
+        released, warp = warpwait.release(self, pcs, waiting, bblk)
+        if released:                    # lanes at *.sync warp instructions (warpwait.py)
+            return
+        warp_waiters = waiting[warp]
+        waiting, bblk = waiting[~warp], bblk[~warp]
         if self.ck.waits:               # lanes parked at failed mbarrier waits (waits.py)
             if waits.retry_waiters(self, pcs, waiting, bblk):
                 return
             barrier = ~waits.waiter_mask(self, bblk)
             waiting, bblk = waiting[barrier], bblk[barrier]
-            if waiting.size == 0:
+            if waiting.size == 0 and warp_waiters.size == 0:
                 waits.deadlock(self, pcs)
+        if waiting.size == 0:
+            warpwait.deadlock(self, pcs, warp_waiters)
         cta = waiting // self.padded
         tables = getattr(self, "_bar_tables", None)
         if tables is None:
@@ -325,6 +339,8 @@ class _Launch(SpacesMixin):
         uniq, inverse, arrived = np.unique(key, return_inverse=True, return_counts=True)
         need = np.where(bcount > 0, bcount, live_of)
         release = arrived[inverse] >= need
+        if not release.any() and warp_waiters.size:
+            warpwait.deadlock(self, pcs, warp_waiters)
         if not release.any():
             c = int(cta[0])
             mine = cta == c

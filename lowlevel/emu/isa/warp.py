@@ -9,12 +9,8 @@ warp L // 32. Which lanes take part is what the engine says runs now:
 - divergent path: only the gathered lanes `C.lanes` (batch lane numbers) run; the
   generated block sees arrays over those lanes only.
 
-The member mask is checked as the CUDA programming guide states the rule (check_members):
-each executing lane has its own bit set, and every lane the mask names that has not exited
-(nor stands at an unguarded ret/exit) executes the same instruction now with the same mask;
-otherwise the launch fails with CUDA_ERROR_LAUNCH_FAILED naming kernel, block, warp, lane,
-PTX line, mask and the missing lanes (on a GPU: undefined, garbage or a hang). The
-converged path with the full mask and no guard costs nothing.
+The member mask is checked by warpmask.check_members (the PTX ISA's rule; on sm_70 and
+later lanes named in the mask that are elsewhere are waited for, as a GPU does).
 
 Each lane's own member mask decides what it sees (PTX ISA): redux and vote reduce over the
 non-exited lanes of it, match compares within it, and lanes of one warp may run the same
@@ -33,159 +29,50 @@ from __future__ import annotations
 import numpy as np
 
 from .operands import Mods, operands, unsupported
-from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import PredPair
 from .registry import provide, register
+from .warpmask import check_members, current_lanes, participating, to_batch, words
 
 WARP = 32
 U32, U64, I64 = np.uint32, np.uint64, np.int64
 
 _LANE32 = np.arange(WARP, dtype=I64)
-_FULL_MASK = 0xFFFFFFFF
 
+# --- lane bookkeeping (current_lanes, participating, to_batch, words: warpmask.py) ---
 
-# --- lane bookkeeping --------------------------------------------------------------------
-
-def current_lanes(C):
-    """Batch lane number of each current lane."""
-    if C.lanes is None:
-        return np.arange(C.n, dtype=I64)
-    return C.lanes.astype(I64, copy=False)
-
-
-def _participating(C, guard):
-    """bool array over the current lanes: running now and guard true."""
-    act = C.active
-    if act is None:
-        act = np.ones(C.n, bool)
-    if guard is not None:
-        if isinstance(guard, np.ndarray):
-            act = act & guard
-        elif not guard:
-            act = np.zeros(C.n, bool)
-    return act
-
-
-def _to_batch(C, x, fill, dtype):
-    """An array over the current lanes scattered into one over the whole batch (lanes not
-    current hold `fill`)."""
-    if C.lanes is None:
-        return x
-    full = np.full(C.n_lanes, fill, dtype)
-    full[C.lanes] = x
-    return full
-
-
-def _warp_view(C, a, part):
+def _warp_view(C, a, part, partners=None):
     """(values, on) of the current lanes as (warps, 32) arrays over the batch: a value per
-    lane, and whether the lane takes part now."""
+    lane, and whether the lane takes part now; `partners` (check_members) add the values
+    that lanes paired at another instruction left."""
     a = _full(a, C.n, type(a) if not isinstance(a, np.ndarray) else a.dtype)
-    vals = _to_batch(C, a, 0, a.dtype)
-    on = _to_batch(C, part, False, bool)
+    vals = to_batch(C, a, 0, a.dtype)
+    on = to_batch(C, part, False, bool)
+    if partners is not None:
+        vals, on = vals.copy(), on.copy()
+        vals[partners[0]] = partners[1].astype(vals.dtype)
+        on[partners[0]] = True
     return vals.reshape(-1, WARP), on.reshape(-1, WARP)
 
 
-def _words(bits):
-    """Per-warp u32 words of a bool array over the batch."""
-    return np.packbits(bits.reshape(-1, WARP), axis=1, bitorder="little").view("<u4")[:, 0]
-
-
-def _ballot_words(C, bits):
+def _ballot_words(C, bits, partners=None, their_bits=None):
     """Per-warp u32 ballot of a bool array over the current lanes; returns the word of
-    each current lane's warp."""
-    words = _words(_to_batch(C, bits, False, bool))
+    each current lane's warp. `partners` (check_members) add their bits (`their_bits`, or
+    all set)."""
+    full = to_batch(C, bits, False, bool)
+    if partners is not None:
+        full = full.copy()
+        full[partners[0]] = True if their_bits is None else their_bits
+    w = words(full)
     if C.lanes is None:
-        return np.repeat(words, WARP).astype(U32)
-    return words[C.lanes // WARP].astype(U32)
-
-
-# --- the member mask ---------------------------------------------------------------------
-
-def _exiting(ck):
-    """bool per PC (exit_pc included, False): the block is an unguarded ret/exit, so a
-    lane there is as good as exited (on a GPU a warp instruction waiting for it sees it
-    exit)."""
-    table = ck.__dict__.get("_emu_exiting")
-    if table is None:
-        table = np.zeros(ck.exit_pc + 1, bool)
-        for blk in ck.blocks:
-            ins = blk.instructions
-            table[blk.index] = len(ins) == 1 and ins[0].opcode in ("ret", "exit") \
-                and ins[0].guard is None
-        ck.__dict__["_emu_exiting"] = table
-    return table
-
-
-def check_members(C, what, mask, guard, iid):
-    """The rule of every *.sync warp instruction (CUDA programming guide): each executing
-    lane has its own bit in its member mask, every lane the mask names that has not exited
-    executes this same instruction now, with the same mask. Anything else is undefined on
-    a GPU (garbage or a hang): a KernelFault here. Only the warps of executing lanes are
-    looked at, so a small divergent group costs little in a large batch."""
-    uniform = not isinstance(mask, np.ndarray)
-    if uniform and guard is None and C.lanes is None and int(mask) & _FULL_MASK == _FULL_MASK:
-        return                  # converged, every live lane here, the full mask: nothing to check
-    part = _participating(C, guard)
-    lanes = current_lanes(C)[part]                     # batch lanes that execute it
-    if lanes.size == 0:
-        return
-    warps, slot = np.unique(lanes // WARP, return_inverse=True)
-    col = lanes % WARP
-    batch = warps[:, None] * WARP + _LANE32             # (K, 32) batch lane numbers
-    exe = np.zeros(batch.shape, bool)
-    exe[slot, col] = True
-    if C.lanes is None:
-        live = np.ones(batch.shape, bool) if C.active is None else C.active[batch]
-    else:                       # divergent: not exited, nor about to (an unguarded ret/exit)
-        pcs = C.pcs[batch]
-        exit_pc = C.ck.exit_pc
-        live = (pcs != exit_pc) & ~_exiting(C.ck)[np.minimum(pcs, exit_pc)]
-    M = np.zeros(batch.shape, U32)
-    M[slot, col] = U32(int(mask) & _FULL_MASK) if uniform else np.asarray(mask).astype(U32)[part]
-    own = exe & (((M >> _LANE32.astype(U32)) & U32(1)) == 0)
-    absent = _words(live) & ~_words(exe)                # per warp: live lanes not executing
-    missing = np.where(exe, M & absent[:, None], U32(0))
-    other = np.full(batch.shape, -1, I64)
-    if not uniform:             # a lane named in the mask runs it with another mask
-        named = (((M[:, :, None] >> _LANE32.astype(U32)) & U32(1)) != 0) & exe[:, None, :] \
-            & exe[:, :, None]
-        differs = named & (M[:, :, None] != M[:, None, :])
-        other = np.where(differs.any(axis=2), np.argmax(differs, axis=2), -1)
-    bad = own | (missing != 0) | (other >= 0)
-    if not bad.any():
-        return
-    k, j = np.unravel_index(int(np.argmax(bad)), bad.shape)
-    b = int(batch[k, j])
-    mb = int(M[k, j])
-    ins = C.ck.instructions[iid]
-    if own[k, j]:
-        why = f"the lane's own bit is not set in its member mask {mb:#010x}"
-    elif missing[k, j]:
-        names = [x for x in range(WARP) if (int(missing[k, j]) >> x) & 1]
-        why = (f"member mask {mb:#010x} names lanes {names} of the warp, which have not exited "
-               f"but do not execute this instruction now (they are elsewhere in the kernel, "
-               f"or their guard predicate is false)")
-        if what == "bar.warp.sync":
-            why += ("; a GPU would wait for them at their own bar.warp.sync, which the "
-                    "emulated GPU cannot do")
-    else:
-        o = int(other[k, j])
-        why = (f"member mask {mb:#010x} names lane {o}, which executes it with another mask "
-               f"{int(M[k, o]):#010x}")
-    t = b % C.padded
-    raise KernelFault(
-        "CUDA_ERROR_LAUNCH_FAILED",
-        f"{C.name}: {what} with an invalid member mask in block {C.block_name(b // C.padded)}, "
-        f"warp {t // WARP}, lane {t % WARP} (thread {C.who_batch(b).split(' thread ')[1]}), "
-        f"PTX line {ins.line}: {ins.text}: {why}. The result is undefined on a GPU: each "
-        f"executing thread must be in the mask, and every non-exited thread it names must "
-        f"execute the same instruction with the same mask")
+        return np.repeat(w, WARP).astype(U32)
+    return w[C.lanes // WARP].astype(U32)
 
 
 def warp_sync(C, mask, iid, guard):
-    """bar.warp.sync: lanes run in lockstep here and memory is sequentially consistent, so
-    only the member mask is checked."""
+    """bar.warp.sync: the lanes that pass it run together here and memory is sequentially
+    consistent, so only the member mask is checked (the wait for named lanes elsewhere is
+    the scheduler's: warpmask.py)."""
     check_members(C, "bar.warp.sync", mask, guard, iid)
 
 
@@ -208,7 +95,9 @@ def shfl(C, mode, a, b, c, mask, guard, iid):
     """shfl.sync: (value, in-range predicate) per current lane (ISA pseudo-code). A source
     lane that is inactive, predicated off or not in the reading lane's member mask gives an
     undefined value (PTX ISA): here the reading lane's own value."""
-    check_members(C, "shfl.sync", mask, guard, iid)
+    partners = check_members(C, "shfl.sync", mask, guard, iid, a)
+    if partners is not None:
+        return _shfl_paired(C, mode, a, b, c, mask, guard, partners)
     n = C.n
     uniform_bc = not isinstance(b, np.ndarray) and not isinstance(c, np.ndarray)
     if C.lanes is None and uniform_bc:
@@ -248,7 +137,7 @@ def shfl(C, mode, a, b, c, mask, guard, iid):
         return a, np.broadcast_to(pval, (n,)).copy()
     j = np.broadcast_to(j, (n,))
     src = current_lanes(C) - lane + j                  # batch lane of each source
-    on = _to_batch(C, _participating(C, guard), False, bool)
+    on = to_batch(C, participating(C, guard), False, bool)
     defined = on[src] & _in_mask(mask, j)
     if C.lanes is None:
         return np.where(defined, a[src], a), pval
@@ -258,13 +147,35 @@ def shfl(C, mode, a, b, c, mask, guard, iid):
     return np.where(defined, a[np.maximum(idx, 0)], a), pval
 
 
+def _shfl_paired(C, mode, a, b, c, mask, guard, partners):
+    """shfl.sync on the divergent path where some source lanes were paired at another
+    shfl.sync with the same qualifiers and mask: their values are those they left."""
+    n = C.n
+    lane = current_lanes(C) % WARP
+    bval = np.asarray(b).astype(I64) & 31
+    cval = np.asarray(c).astype(I64) & 31
+    segmask = (np.asarray(c).astype(I64) >> 8) & 31
+    max_lane = (lane & segmask) | (cval & ~segmask)
+    j = {"up": lane - bval, "down": lane + bval, "bfly": lane ^ bval}.get(
+        mode, (lane & segmask) | (bval & ~segmask))
+    pval = j >= max_lane if mode == "up" else j <= max_lane
+    j = np.where(pval, j, lane)
+    mine = _full(a, n, U32).astype(U32)
+    V, O = _warp_view(C, mine, participating(C, guard), partners)
+    src = current_lanes(C) - lane + j
+    defined = O.reshape(-1)[src] & _in_mask(mask, j)
+    return np.where(defined, V.reshape(-1)[src], mine), np.broadcast_to(pval, (n,)).copy()
+
+
 def vote(C, mode, p, mask, guard, iid=None):
-    part = _participating(C, guard)
-    act = _ballot_words(C, part)
+    part = participating(C, guard)
     if mode == "activemask":
-        return act
-    check_members(C, "vote.sync", mask, guard, iid)
-    pb = _ballot_words(C, part & p if isinstance(p, np.ndarray) else part & bool(p))
+        return _ballot_words(C, part)
+    partners = check_members(C, "vote.sync", mask, guard, iid, p)
+    act = _ballot_words(C, part, partners)
+    theirs = None if partners is None else partners[1] != 0
+    pb = _ballot_words(C, part & p if isinstance(p, np.ndarray) else part & bool(p),
+                       partners, theirs)
     m = act & np.asarray(mask, U32)
     if mode == "ballot":
         return pb & np.asarray(mask, U32)
@@ -279,7 +190,7 @@ def vote(C, mode, p, mask, guard, iid=None):
 def _mask_view(C, mask):
     """The per-lane member masks (an array over the current lanes) as a (warps, 32) u32
     array over the batch (lanes not current hold 0)."""
-    return _to_batch(C, mask.astype(U32, copy=False), 0, U32).reshape(-1, WARP)
+    return to_batch(C, mask.astype(U32, copy=False), 0, U32).reshape(-1, WARP)
 
 
 def _per_lane(C, r):
@@ -292,9 +203,9 @@ def match(C, mode, a, mask, guard, iid):
     """match.sync (PTX ISA): .any gives the lanes of the member mask that take part and
     hold the same value; .all gives the lanes of the member mask that take part if they
     all hold the same value (else 0), and whether they do."""
-    part = _participating(C, guard)
-    check_members(C, "match.sync", mask, guard, iid)
-    V, O = _warp_view(C, a, part)
+    part = participating(C, guard)
+    partners = check_members(C, "match.sync", mask, guard, iid, a)
+    V, O = _warp_view(C, a, part, partners)
     eq = (V[:, :, None] == V[:, None, :]) & O[:, None, :]          # (W, 32 me, 32 other)
     words = np.packbits(eq, axis=2, bitorder="little").view("<u4")[:, :, 0].reshape(-1)
     actw = np.packbits(O, axis=1, bitorder="little").view("<u4")[:, 0]
@@ -330,9 +241,9 @@ def redux(C, op, a, mask, guard, iid):
     """redux.sync: each participant gets `op` over the lanes of its own member mask that
     take part (PTX ISA: across all non-exited threads in the membermask; check_members has
     made sure every one of those runs it now, with the same mask)."""
-    part = _participating(C, guard)
-    check_members(C, "redux.sync", mask, guard, iid)
-    V, O = _warp_view(C, a, part)
+    part = participating(C, guard)
+    partners = check_members(C, "redux.sync", mask, guard, iid, a)
+    V, O = _warp_view(C, a, part, partners)
     if not isinstance(mask, np.ndarray):        # one mask: one result per warp
         r = _reduce(op, V, O & _in_mask(mask, _LANE32), axis=1)
         return np.repeat(r, WARP) if C.lanes is None else r[C.lanes // WARP]
@@ -346,9 +257,9 @@ def elect(C, mask, guard, iid):
     among the lanes that execute it (predicated on); each participant gets the leader's
     laneid, and True where it is the leader. check_members has made sure every member of
     the mask that has not exited runs it now, each lane in its own mask."""
-    check_members(C, "elect.sync", mask, guard, iid)
-    part = _participating(C, guard)
-    words = (_ballot_words(C, part) & np.asarray(mask, U32)).astype(U64)
+    partners = check_members(C, "elect.sync", mask, guard, iid, 0)
+    part = participating(C, guard)
+    words = (_ballot_words(C, part, partners) & np.asarray(mask, U32)).astype(U64)
     lowest = words & (~words + U64(1))                     # the least set bit alone
     leader = np.log2(np.maximum(lowest, U64(1)).astype(np.float64)).astype(U32)   # exact: 2**k
     lane = (current_lanes(C) % WARP).astype(U32)
