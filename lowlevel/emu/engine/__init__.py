@@ -12,5 +12,6 @@
     atomics.py    atomic read-modify-write on memory
     stats.py      LaunchStats, and the grid/block shapes run_kernel takes
     waits.py      mbarrier waits: parking, yielding looping warps, deadlock reports
+    warpwait.py   lanes parked at a *.sync warp instruction until the lanes their mask names arrive
     faults.py     KernelFault: what goes wrong while a kernel runs
 """

@@ -12,7 +12,8 @@
     halfmore.py    atom/red.add.noftz on f16/bf16 (and pairs), set on half types
     bits.py        popc clz brev bfind fns bfe bfi prmt lop3 shf mul24 sad dp4a/dp2a slct
                    copysign testp
-    warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync's member rule
+    warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync
+    warpmask.py    the member-mask rule of the *.sync warp instructions, and the waits it asks for
     memops.py      ld ldu st atom red cvta bar/barrier, mov of a variable's address
     spacep.py      isspacep
     paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it,
