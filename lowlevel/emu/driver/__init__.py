@@ -7,6 +7,7 @@
     ctx_v2.py     CUDA 13's cuCtxGetDevice_v2, cuCtxSynchronize_v2 (a context named)
     memory.py     cuMemAlloc/Free, pinned host memory, copies, memsets
     modules.py    cuModuleLoad*, functions, globals, cuFuncGetParamInfo
+    linked.py     cubins nvJitLink linked in this process, and the PTX each came from
     libraries.py  cuLibrary*, cuKernel*: a library is a module, a CUkernel its CUfunction
     funcattrs.py  cuFuncGetAttribute/SetAttribute: resources, the shared opt-in, clusters
     pointer.py    cuPointerGetAttribute(s): the owner and kind of any address

@@ -10,7 +10,7 @@ from ..engine.memory import OutOfMemory
 from ..engine.spaces import allocate_globals, free_globals
 from ..ptx.errors import PtxError
 from ..ptx.ir import layout_variables
-from . import assembler, device
+from . import assembler, device, linked
 from .assembler import ptx_header
 from .context import Context, api, current, lookup_handle
 from .entry import write_out
@@ -91,6 +91,9 @@ def _read_ptx(image: int, slots: dict) -> tuple[str, str, bytes]:
     try:
         kind, data = read_image(image)
         if kind == "cubin":
+            remembered = linked.ptx_of(linked.elf_at(image))
+            if remembered is not None and remembered[0] == device.arch():    # linked here, for this GPU
+                return "linked-cubin", remembered[1], remembered[1].encode()
             raise ImageError("CUDA_ERROR_NO_BINARY_FOR_GPU",
                              "the image is a cubin (SASS, machine code for one real GPU architecture); "
                              "the emulated GPU runs PTX only: load the PTX, or a fatbin that contains PTX")

@@ -3,6 +3,7 @@
     source.py   the C source, generated from capi/prototypes.py and capi/proc_addresses.py
     build.py    compiled lazily with the system's C compiler into the compile cache
     attach.py   the table the library jumps through, filled with the emulated driver's functions
+    nvjitlink.py  nvJitLink interposed, so a cubin linked in the process runs the PTX it came from
 
     LD_LIBRARY_PATH=$(lowlevel emu-libcuda) python YOUR_APP.py    # any in-process client, unchanged
     lowlevel.emu.libcuda.install()                           # the same from Python, before the client loads

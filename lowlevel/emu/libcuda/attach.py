@@ -15,6 +15,7 @@ import threading
 from ...capi.constants import CURESULT
 from ...capi.prototypes import prototype
 from .. import driver
+from . import nvjitlink
 from .source import implemented, layout
 
 _NAMES = {code: name for name, code in CURESULT.items()}
@@ -57,6 +58,9 @@ def attach(fill_address: int, library_layout: str) -> int:
             _callbacks.append(callback)
             fill(index, ctypes.cast(callback, ctypes.c_void_p).value)
         _attached[0] = True
+    interposed = nvjitlink.install()        # before the client links: see nvjitlink.py
+    if log:
+        print(f"[libcuda emu] nvJitLink {interposed}", file=sys.stderr, flush=True)
     return 0
 
 

@@ -38,12 +38,24 @@ def _identity(cc: str) -> str:
 
 def directory() -> pathlib.Path:
     """The folder holding libcuda.so.1 (and libcuda.so), built first if it is not there."""
-    text = source()
+    folder = built(LIBRARY, source(), "libcuda")
+    link = folder / "libcuda.so"
+    if not link.exists():
+        tmp_link = folder / f".libcuda.so.{os.getpid()}"
+        tmp_link.unlink(missing_ok=True)
+        tmp_link.symlink_to(LIBRARY)
+        os.replace(tmp_link, link)
+    return folder
+
+
+def built(soname: str, text: str, kind: str) -> pathlib.Path:
+    """The cache folder holding the shared library `soname` compiled from C `text`, built
+    first if it is not there (`kind` names the folder: libcuda, nvjitlink)."""
     cc = compiler()
     key = source_hash(text + "\0" + _identity(cc))
     root = cache_dir()
-    folder = (root / "libcuda" / key) if root is not None else pathlib.Path(tempfile.mkdtemp(prefix="lowlevel-libcuda-"))
-    target = folder / LIBRARY
+    folder = (root / kind / key) if root is not None else pathlib.Path(tempfile.mkdtemp(prefix=f"lowlevel-{kind}-"))
+    target = folder / soname
     if target.is_file():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
@@ -53,19 +65,13 @@ def directory() -> pathlib.Path:
     try:
         c_file.write_text(text)
         run = subprocess.run([*cc.split(), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
-                              f"-Wl,-soname,{LIBRARY}", "-o", partial, str(c_file), "-ldl", "-lpthread"],
+                              f"-Wl,-soname,{soname}", "-o", partial, str(c_file), "-ldl", "-lpthread"],
                              capture_output=True, text=True, timeout=300)
         if run.returncode != 0:
-            raise BuildError(f"{cc} could not build the emulated {LIBRARY}:\n{run.stderr[-4000:]}")
+            raise BuildError(f"{cc} could not build the emulated {soname}:\n{run.stderr[-4000:]}")
         os.replace(partial, target)
     finally:
         for leftover in (partial, c_file):
             if os.path.exists(leftover):
                 os.unlink(leftover)
-    link = folder / "libcuda.so"
-    if not link.exists():
-        tmp_link = folder / f".libcuda.so.{os.getpid()}"
-        tmp_link.unlink(missing_ok=True)
-        tmp_link.symlink_to(LIBRARY)
-        os.replace(tmp_link, link)
     return folder

@@ -210,6 +210,32 @@ static void start(void) {
     py_gil_release(gil);
 }
 
+/* At load, in a Python process: interpose nvJitLink before the client loads the real one
+   (emu/libcuda/nvjitlink.py), which clients do before their first driver call. */
+__attribute__((constructor)) static void at_load(void) {
+    int (*initialized)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    int (*ensure)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
+    void (*release)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "PyGILState_Release");
+    void (*fetch)(void **, void **, void **) = (void (*)(void **, void **, void **))dlsym(RTLD_DEFAULT, "PyErr_Fetch");
+    void (*restore)(void *, void *, void *) = (void (*)(void *, void *, void *))dlsym(RTLD_DEFAULT, "PyErr_Restore");
+    void *(*import)(const char *) = (void *(*)(const char *))dlsym(RTLD_DEFAULT, "PyImport_ImportModule");
+    void *(*call)(void *, const char *, const char *, ...) =
+        (void *(*)(void *, const char *, const char *, ...))dlsym(RTLD_DEFAULT, "PyObject_CallMethod");
+    void (*decref)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "Py_DecRef");
+    void *type, *value, *traceback, *module, *result;
+    int gil;
+    if (!initialized || !ensure || !release || !fetch || !restore || !import || !call || !decref || !initialized())
+        return;
+    gil = ensure();
+    fetch(&type, &value, &traceback);
+    module = import("lowlevel.emu.libcuda.nvjitlink");
+    result = module ? call(module, "install", NULL) : NULL;
+    if (result) decref(result);
+    if (module) decref(module);
+    restore(type, value, traceback);      /* a failure to interpose leaves nvJitLink as it was */
+    release(gil);
+}
+
 static CUresult missing(const char *symbol, int *said) {
     if (!__atomic_exchange_n(said, 1, __ATOMIC_RELAXED))
         fprintf(stderr, "lowlevel's emulated libcuda.so.1: %s is not implemented by the emulated GPU "

@@ -238,3 +238,95 @@ def test_cuda_core_compiles_with_nvrtc_and_runs_a_vector_add(folder):
     """, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok" and out.stderr == ""
+
+
+LINK_AND_RUN = """
+    import ctypes, sys
+    import numpy as np
+    from cuda.bindings import nvjitlink
+    from lowlevel import kernels
+    lib = ctypes.CDLL("libcuda.so.1")
+    ctx, module, function = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    assert lib.cuInit(0) == 0 and lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+    assert lib.cuCtxSetCurrent(ctx) == 0
+    if sys.argv[1] == "link":
+        handle = nvjitlink.create(1, ["-arch=sm_90"])
+        ptx = kernels.ptx_source("vector_add").encode()
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx, len(ptx), "vector_add.ptx")
+        nvjitlink.complete(handle)
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+        nvjitlink.destroy(handle)
+        open(sys.argv[2], "wb").write(cubin)
+    else:
+        cubin = bytearray(open(sys.argv[2], "rb").read())       # linked by another process
+    image = (ctypes.c_char * len(cubin)).from_buffer(cubin)
+    code = lib.cuModuleLoadData(ctypes.byref(module), image)
+    if code:
+        print("load", code); raise SystemExit
+    assert lib.cuModuleGetFunction(ctypes.byref(function), module, b"vector_add") == 0
+    n = 1000
+    a, b = np.random.rand(n).astype(np.float32), np.random.rand(n).astype(np.float32)
+    ptrs = [ctypes.c_uint64() for _ in range(3)]
+    for p, host in zip(ptrs, (a, b, np.full(n, np.nan, np.float32))):
+        assert lib.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(4 * n)) == 0
+        assert lib.cuMemcpyHtoD_v2(p, host.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(4 * n)) == 0
+    count = ctypes.c_int(n)
+    args = (ctypes.c_void_p * 4)(*[ctypes.addressof(x) for x in (*ptrs, count)])
+    assert lib.cuLaunchKernel(function, (n + 255) // 256, 1, 1, 256, 1, 1, 0, None, args, None) == 0
+    c = np.empty(n, np.float32)
+    assert lib.cuMemcpyDtoH_v2(c.ctypes.data_as(ctypes.c_void_p), ptrs[2], ctypes.c_size_t(4 * n)) == 0
+    assert np.array_equal(c, a + b)
+    print("ran")
+"""
+
+
+def linking_client(folder, *argv) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "LD_LIBRARY_PATH": str(folder), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(LINK_AND_RUN), *argv], env=environment,
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def test_a_cubin_nvjitlink_linked_in_the_process_runs_and_one_from_elsewhere_is_refused(folder, tmp_path):
+    cubin = tmp_path / "vector_add.cubin"
+    linked = linking_client(folder, "link", str(cubin))
+    assert linked.returncode == 0 and linked.stdout.strip() == "ran", linked.stderr
+    assert cubin.read_bytes()[:4] == b"\x7fELF"                   # the client got nvJitLink's real cubin
+    elsewhere = linking_client(folder, "load", str(cubin))
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert elsewhere.stdout.strip() == "load 209"                 # CUDA_ERROR_NO_BINARY_FOR_GPU
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba") is None or importlib.util.find_spec("numba.cuda") is None,
+                    reason="numba-cuda is not installed")
+def test_numba_runs_a_jit_kernel_and_updates_a_lowlevel_tensor_in_place(folder):
+    out = client(folder, """
+        import numpy as np
+        import lowlevel as ll
+        from numba import cuda
+
+        @cuda.jit
+        def add(a, b, c):
+            i = cuda.grid(1)
+            if i < c.size:
+                c[i] = a[i] + b[i]
+
+        @cuda.jit
+        def scale(x, factor):
+            i = cuda.grid(1)
+            if i < x.size:
+                x[i] *= factor
+
+        n = 1000
+        a, b = np.random.rand(n).astype(np.float32), np.random.rand(n).astype(np.float32)
+        c = np.full_like(a, np.nan)
+        add[(n + 127) // 128, 128](a, b, c)
+        assert np.array_equal(c, a + b)
+        t = ll.tensor(a, device="cuda")
+        scale[(n + 127) // 128, 128](t, np.float32(3.0))       # through __cuda_array_interface__
+        cuda.synchronize()
+        assert np.array_equal(t.numpy(), a * np.float32(3.0))
+        print("ok")
+    """, timeout=600, NUMBA_DISABLE_PERFORMANCE_WARNINGS="1")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
