@@ -23,6 +23,9 @@ plus 0.5 passes) were, NVRTC build, float / double:
     hypot 0.87/2.00  erf 1.00/1.36  erfc 3.43/3.51  erfinv 1.97/3.50  erfcinv 2.55/5.15
     lgamma 3.31/3.53  tgamma 3.35/4.88  normcdf 3.82/3.93  normcdfinv 3.04/5.13  x/y 0.50/0.50
 
+The nvcc -O3 build's sweep also passed, its worst errors within 0.35 ulp of these (e.g. f32
+tan 2.67 of 4, f64 asinh 2.00 of 3, erfcinv 4.53 of 6, normcdfinv 5.00 of 8).
+
 Double cbrt, reported at 4 ulp in issue 20, stays at 0.50 (correctly rounded in effect) here
 and in test_cbrt_on_hard_inputs_within_one_ulp's 10^5 subnormals, near-powers of two,
 near-cubes and extremes, in the NVRTC and the nvcc builds.
