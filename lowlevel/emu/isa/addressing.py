@@ -34,10 +34,19 @@ class Layout:
     local_bytes: int
 
     def shared_window(self, dynamic: int) -> int:
-        return self.dynamic_offset + dynamic if dynamic else self.static_shared
+        """The bytes of shared memory a block may touch: what the GPU allocates it, its
+        static and dynamic bytes rounded up to the allocation unit. Code compiled for an
+        unsized dynamic array may read past its last element in one wide load (NVVM's
+        ld.shared.v4 over the tail of a 28-byte array reads 32), which the GPU's rounding
+        makes legal; those bytes hold fresh shared memory's poison."""
+        used = self.dynamic_offset + dynamic if dynamic else self.static_shared
+        return -(-used // SHARED_ALLOCATION_UNIT) * SHARED_ALLOCATION_UNIT
 
 
 MAX_STATIC_SHARED = 48 * 1024   # what ptxas allows a kernel to declare statically
+# Shared memory is allocated to a block in units of 128 bytes on compute capability 8.x
+# and 9.x (cuda_occupancy.h, cudaOccSMemAllocationGranularity), the emulated devices.
+SHARED_ALLOCATION_UNIT = 128
 
 # Reserved shared memory (sm_80+: the driver reserves 1 KB per block, the device attribute
 # RESERVED_SHARED_MEMORY_PER_BLOCK): what %reserved_smem_offset_* point into, and where

@@ -659,7 +659,7 @@ LOCAL:
 def test_out_of_bounds_and_misaligned_name_the_space(mem, where, space, line):
     mod = load_ptx(FAULTS)
     run_kernel(mod, "k", 2, 32, struct.pack("<II", where, 12), mem)       # in bounds: fine
-    for off, code, what in ((64 if where != 1 else 16, "CUDA_ERROR_ILLEGAL_ADDRESS", "out-of-bounds"),
+    for off, code, what in ((128 if where != 1 else 16, "CUDA_ERROR_ILLEGAL_ADDRESS", "out-of-bounds"),
                             (6, "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned")):
         with pytest.raises(KernelFault) as e:
             run_kernel(mod, "k", 2, 32, struct.pack("<II", where, off), mem)
