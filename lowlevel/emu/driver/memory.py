@@ -264,7 +264,7 @@ def cuMemcpyDtoDAsync(dst, src, nbytes, stream):
     _copy(stream, dst, src, nbytes, "DtoD", asynchronous=True)
 
 
-def _memset(stream_handle, dptr, value, count, width: int) -> None:
+def _memset(stream_handle, dptr, value, count, width: int, synchronous: bool = False) -> None:
     ctx = current()
     stream = ctx.stream(stream_handle)
     if dptr % width:
@@ -278,18 +278,21 @@ def _memset(stream_handle, dptr, value, count, width: int) -> None:
     def run():
         view[start:start + count] = value
     # Even the "synchronous" memsets are asynchronous with respect to the host for device
-    # memory, as the driver documents; they are ordered on the legacy stream.
-    ctx.submit(stream, modelled(ctx, run, memset_segment(count * width)), f"memsetD{width * 8}")
+    # memory, as the driver documents; they are ordered on the legacy stream. Into pinned
+    # host memory (reachable at its host address) they return only when done.
+    item = ctx.submit(stream, modelled(ctx, run, memset_segment(count * width)), f"memsetD{width * 8}")
+    if synchronous and item is not None and ctx.is_pinned(dptr, count * width):
+        item.done.wait()
 
 
 @api
 def cuMemsetD8(dptr, value, count):
-    _memset(0, dptr, value, count, 1)
+    _memset(0, dptr, value, count, 1, synchronous=True)
 
 
 @api
 def cuMemsetD32(dptr, value, count):
-    _memset(0, dptr, value, count, 4)
+    _memset(0, dptr, value, count, 4, synchronous=True)
 
 
 @api

@@ -225,3 +225,28 @@ def test_host_read_of_device_memory_faults(what):
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert "reading" in done.stdout, done.stderr
     assert done.returncode == -11, (done.returncode, done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize("width", [8, 32])
+def test_a_synchronous_memset_of_pinned_memory_is_done_when_it_returns(driver, rng, width):
+    # The driver documents cuMemsetD8/D16/D32 as asynchronous for device memory "unless
+    # dstDevice refers to pinned host memory": then the host reads it at once (numba-cuda's
+    # test_host_alloc_driver). Slow work queued first on the legacy stream shows the difference.
+    n = 1 << 21
+    big = [cuda.mem_alloc(4 * n) for _ in range(3)]
+    _add(*big, n)                                   # the legacy stream is busy for a while
+    count = int(rng.integers(1, 4096))
+    host = _host_alloc(driver, count * 4, DEVICEMAP)
+    try:
+        words = np.ctypeslib.as_array((ctypes.c_uint32 * count).from_address(host))
+        words[:] = 0
+        if width == 8:
+            driver.cuMemsetD8(_device_pointer(driver, host), 0xAB, count * 4)
+            assert (words == 0xABABABAB).all()
+        else:
+            value = int(rng.integers(1, 2**32))
+            driver.cuMemsetD32(_device_pointer(driver, host), value, count)
+            assert (words == value).all()
+    finally:
+        cuda.synchronize()
+        driver.cuMemFreeHost(host)
