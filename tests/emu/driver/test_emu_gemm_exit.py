@@ -119,9 +119,9 @@ def test_row_panels_agree_with_numpy_within_rounding(monkeypatch, rng, transa, t
     """Rows of one big matrix in pieces: BLAS may order a dot product's terms otherwise
     (OpenBLAS does for other row counts), so within the rounding of k terms, not bits."""
     cuda.use_driver("emu")
-    monkeypatch.setattr(emu_cublas, "PANEL_MACS", 5000)          # many small panels
     handle = cublas.Handle()
     m, n, k = (int(v) for v in rng.integers(20, 90, 3))
+    monkeypatch.setattr(emu_cublas, "PANEL_MACS", n * k * (m // 5))      # five panels of rows or more
     A = rng.standard_normal((k, m) if transa == "T" else (m, k))
     B = rng.standard_normal((n, k) if transb == "T" else (k, n))
     C = rng.standard_normal((m, n))
