@@ -132,6 +132,12 @@ class Driver:
         raise AttributeError(name)
 
     @property
+    def emulated(self) -> bool:
+        """Whether the device is the emulated GPU: lowlevel.emu bound directly ("emu"), or the
+        real-driver binding over the emulated GPU's drop-in libcuda.so.1 ("cuda")."""
+        return self._timing is not None
+
+    @property
     def timing(self) -> str:
         """What device times (events) mean: "measured on the GPU", "emulator CPU time", or
         "modelled (H200 time model)" (LOWLEVEL_EMU_TIMING=model, read as the emulator makes

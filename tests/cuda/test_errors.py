@@ -1,6 +1,7 @@
 """Every misuse gets the error the driver documents, or a Python error before the driver is
 called; the process stays usable afterwards (except after a fault, which is sticky until
 the device is reset, exactly as on a GPU)."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -47,7 +48,7 @@ def test_calls_before_cuinit_fail_not_initialized(driver):
             from lowlevel.emu import driver
             table = bindings.bind_python(driver.functions())
         else:
-            table = bindings.bind_library(ctypes.CDLL("libcuda.so.1"))
+            table = bindings.bind_library(ctypes.CDLL({os.environ.get("LOWLEVEL_LIBCUDA", "libcuda.so.1")!r}))
         count = ctypes.c_int()
         print(table["cuDeviceGetCount"](ctypes.byref(count)))
     """)

@@ -43,12 +43,12 @@ DONE: ret;
 @pytest.fixture
 def modelled(driver, monkeypatch):
     """The driver, with the time model on for the emulated GPU (a fresh context reads it)."""
-    if driver.kind == "emu":
+    if driver.emulated:
         monkeypatch.setenv(ENV, "model")
         cuda.reset_device()
         assert driver.timing == DESCRIPTION
     yield driver
-    if driver.kind == "emu":
+    if driver.emulated:
         cuda.synchronize()
         monkeypatch.delenv(ENV)
         cuda.reset_device()                 # the next tests get the emulator's own times
@@ -251,7 +251,7 @@ def test_launch_stats_keep_cpu_time_beside_the_modelled_time(modelled):
 
 
 def test_timing_says_what_device_times_are(driver):
-    if driver.kind == "cuda":
+    if not driver.emulated:
         assert driver.timing == "measured on the GPU"
     else:
         assert driver.timing == "emulator CPU time"          # without LOWLEVEL_EMU_TIMING
