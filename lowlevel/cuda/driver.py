@@ -188,25 +188,28 @@ def _load_real(path: str) -> tuple[Driver | None, str]:
     return drv, ""
 
 
+def _emulator_hooks() -> dict:
+    """What the emulated GPU brings to a Driver, whichever way it is bound: it runs no SASS,
+    its failures carry its details, its cuBLAS is its own, its times are its own."""
+    # Imported here, not at the top: where a real GPU runs, the emulator is never loaded.
+    from .. import emu  # noqa: PLC0415
+    return {"runs_sass": False, "pending_interrupt": emu.pending_interrupt, "error_details": emu.error_details,
+            "cublas_functions": emu.cublas_functions, "timing": emu.timing}
+
+
 def _over_emulated_libcuda(lib: ctypes.CDLL, path: str) -> Driver:
     """The real-driver binding over lowlevel's own drop-in libcuda.so.1 (lowlevel.emu.libcuda):
     every call crosses the C library, but the device is the emulated GPU, so its reports say
-    so, it runs no SASS, failures carry the emulator's details, and cuBLAS is the emulated
-    one (a real libcublas cannot reach the emulated device's memory)."""
-    from .. import emu  # noqa: PLC0415
+    so (cuBLAS is the emulated one: a real libcublas cannot reach the emulated device's memory)."""
     return Driver("cuda", bindings.bind_library(lib), f"the emulated GPU behind its libcuda.so.1 ({path})",
-                  runs_sass=False, pending_interrupt=emu.pending_interrupt, error_details=emu.error_details,
-                  cublas_functions=emu.cublas_functions, timing=emu.timing)
+                  **_emulator_hooks())
 
 
 def _load_emulator(reason: str) -> Driver:
-    # Imported here, not at the top: where a real GPU runs, the emulator is never loaded.
     from .. import emu  # noqa: PLC0415
     functions = bindings.bind_python(emu.functions())
     description = "emulated GPU (lowlevel.emu)" + (f"; {reason}" if reason else "")
-    return Driver("emu", functions, description, runs_sass=False, pending_interrupt=emu.pending_interrupt,
-                  error_details=emu.error_details, cublas_functions=emu.cublas_functions, keepalive=functions,
-                  timing=emu.timing)
+    return Driver("emu", functions, description, keepalive=functions, **_emulator_hooks())
 
 
 _lock = threading.Lock()

@@ -18,7 +18,7 @@ process. Nothing here is built or loaded until it is asked for.
 import ctypes
 import pathlib
 
-from .attach import attach, attached
+from .attach import attach
 from .build import LIBRARY, BuildError, directory
 
 _loaded: list = []
@@ -34,4 +34,4 @@ def install() -> pathlib.Path:
     return path
 
 
-__all__ = ["BuildError", "LIBRARY", "attach", "attached", "directory", "install"]
+__all__ = ["BuildError", "LIBRARY", "attach", "directory", "install"]

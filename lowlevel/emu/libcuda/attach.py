@@ -21,7 +21,6 @@ from .source import implemented, layout
 _NAMES = {code: name for name, code in CURESULT.items()}
 _lock = threading.Lock()
 _callbacks: list = []          # kept alive for as long as the process runs: the library calls them
-_attached = [False]
 
 
 def _logged(name: str, fn):
@@ -57,13 +56,7 @@ def attach(fill_address: int, library_layout: str) -> int:
             callback = prototype(name)(_logged(name, fn) if log else fn)
             _callbacks.append(callback)
             fill(index, ctypes.cast(callback, ctypes.c_void_p).value)
-        _attached[0] = True
     interposed = nvjitlink.install()        # before the client links: see nvjitlink.py
     if log:
         print(f"[libcuda emu] nvJitLink {interposed}", file=sys.stderr, flush=True)
     return 0
-
-
-def attached() -> bool:
-    """Whether a library's table was filled in this process."""
-    return _attached[0]

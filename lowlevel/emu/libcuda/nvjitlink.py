@@ -68,10 +68,12 @@ enum { TABLE_SIZE = @COUNT@ };
 static void *table[TABLE_SIZE];
 @PYTHON_LOCK@
 EXPORT void lowlevel_nvjitlink_fill(int index, void *function) {
-    py_gil_ensure = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
-    py_gil_release = (void (*)(int))dlsym(RTLD_DEFAULT, "PyGILState_Release");
-    py_err_fetch = (void (*)(void **, void **, void **))dlsym(RTLD_DEFAULT, "PyErr_Fetch");
-    py_err_restore = (void (*)(void *, void *, void *))dlsym(RTLD_DEFAULT, "PyErr_Restore");
+    if (!py_gil_ensure) {                 /* the first fill: Python's C API, found in the process */
+        py_gil_ensure = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
+        py_gil_release = (void (*)(int))dlsym(RTLD_DEFAULT, "PyGILState_Release");
+        py_err_fetch = (void (*)(void **, void **, void **))dlsym(RTLD_DEFAULT, "PyErr_Fetch");
+        py_err_restore = (void (*)(void *, void *, void *))dlsym(RTLD_DEFAULT, "PyErr_Restore");
+    }
     if (index >= 0 && index < TABLE_SIZE) table[index] = function;
 }
 '''
@@ -114,7 +116,7 @@ class Interposer:
     def create(self, handle_out, count, options):
         result = self.real["nvJitLinkCreate"](handle_out, count, options)
         if result == 0 and handle_out:
-            texts = [ctypes.c_char_p.from_address(options + 8 * i).value or b"" for i in range(count)]
+            texts = [ctypes.c_char_p.from_address(options + ctypes.sizeof(ctypes.c_void_p) * i).value or b"" for i in range(count)]
             with self.lock:
                 self.links[ctypes.c_void_p.from_address(handle_out).value] = Link(texts)
         return result

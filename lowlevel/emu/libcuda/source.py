@@ -24,7 +24,6 @@ import hashlib
 from ...capi.proc_addresses import PER_THREAD_NAMES, PROC_ADDRESSES
 from ...capi.prototypes import PROTOTYPES
 
-SUCCESS, NO_DEVICE, NOT_INITIALIZED, DEINITIALIZED, NOT_FOUND, NOT_SUPPORTED = 0, 100, 3, 4, 500, 801
 # Functions that let go of something, and the context switches a client makes around them:
 # once the interpreter is finalizing they succeed, doing nothing (a GPU's driver is still
 # alive then, and a client's finalizers free what they held).
@@ -104,8 +103,8 @@ def layout() -> str:
     return source_hash("\n".join(f"{name} {symbol} {len(args)}" for name, symbol, args in implemented()))
 
 
-def source_hash(text: str | None = None) -> str:
-    return hashlib.sha256((text if text is not None else source()).encode()).hexdigest()[:16]
+def source_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # Python's lock, and the caller's pending exception kept aside for the call (both libraries';
@@ -152,7 +151,7 @@ static CUresult start_failure = 0;      /* why the emulator could not start, 0 i
 static volatile int forked = 0;
 static volatile int running = 0;        /* the emulator was started in this process */
 
-/* Python's C API, found in the process: no Python.h is needed to build this. */
+/* Python's C API (find_python) */
 static int (*py_is_initialized)(void);
 static int (*py_is_finalizing)(void);
 @PYTHON_LOCK@
@@ -173,9 +172,9 @@ EXPORT const char *lowlevel_emu_symbol(int index) {
 
 static void child_after_fork(void) { if (running) forked = 1; }
 
-static void start(void) {
-    void *saved_type, *saved_value, *saved_tb, *module, *result;
-    int gil;
+/* Python's C API, found in the process (no Python.h is needed to build this): 1 if this is
+   a running Python interpreter. */
+static int find_python(void) {
     py_is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
     py_is_finalizing = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
     if (!py_is_finalizing) py_is_finalizing = (int (*)(void))dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
@@ -187,56 +186,53 @@ static void start(void) {
     py_call_method = (void *(*)(void *, const char *, const char *, ...))dlsym(RTLD_DEFAULT, "PyObject_CallMethod");
     py_decref = (void (*)(void *))dlsym(RTLD_DEFAULT, "Py_DecRef");
     py_err_print = (void (*)(void))dlsym(RTLD_DEFAULT, "PyErr_Print");
-    if (!py_is_initialized || !py_is_finalizing || !py_gil_ensure || !py_gil_release || !py_err_fetch ||
-        !py_err_restore || !py_import || !py_call_method || !py_decref || !py_err_print || !py_is_initialized()) {
+    return py_is_initialized && py_is_finalizing && py_gil_ensure && py_gil_release && py_err_fetch &&
+           py_err_restore && py_import && py_call_method && py_decref && py_err_print && py_is_initialized();
+}
+
+/* module.method(): attach(the table's fill function, its layout) when `fill`, else no
+   arguments; holding Python's lock, the caller's pending exception kept aside. 1 if it
+   returned; a failure is printed after `failure` when that is not NULL, and dropped either way. */
+static int call_python(const char *module_name, const char *method, int fill, const char *failure) {
+    struct saved s;
+    void *module, *result = NULL;
+    python_enter(&s);
+    module = py_import(module_name);
+    if (module)
+        result = fill ? py_call_method(module, method, "Ks", (unsigned long long)(uintptr_t)&lowlevel_emu_fill,
+                                       "@LAYOUT@")
+                      : py_call_method(module, method, NULL);
+    if (!result && failure) {
+        fputs(failure, stderr);
+        py_err_print();
+    }
+    if (result) py_decref(result);
+    if (module) py_decref(module);
+    python_leave(&s);
+    return result != NULL;
+}
+
+static void start(void) {
+    if (!find_python()) {
         fprintf(stderr, "lowlevel's emulated libcuda.so.1: this process is not a running Python interpreter; "
                         "the emulated GPU runs only inside Python (an embedded interpreter is not supported)\n");
         start_failure = 100;          /* CUDA_ERROR_NO_DEVICE */
         return;
     }
     pthread_atfork(NULL, NULL, child_after_fork);
-    gil = py_gil_ensure();
-    py_err_fetch(&saved_type, &saved_value, &saved_tb);
-    module = py_import("lowlevel.emu.libcuda");
-    result = module ? py_call_method(module, "attach", "Ks", (unsigned long long)(uintptr_t)&lowlevel_emu_fill,
-                                     "@LAYOUT@") : NULL;
-    if (!result) {
-        fprintf(stderr, "lowlevel's emulated libcuda.so.1: starting the emulated GPU failed:\n");
-        py_err_print();
-        start_failure = 100;
-    } else {
-        py_decref(result);
+    if (call_python("lowlevel.emu.libcuda", "attach", 1,
+                    "lowlevel's emulated libcuda.so.1: starting the emulated GPU failed:\n"))
         running = 1;
-    }
-    if (module) py_decref(module);
-    py_err_restore(saved_type, saved_value, saved_tb);
-    py_gil_release(gil);
+    else
+        start_failure = 100;
 }
 
 /* At load, in a Python process: interpose nvJitLink before the client loads the real one
-   (emu/libcuda/nvjitlink.py), which clients do before their first driver call. */
+   (emu/libcuda/nvjitlink.py), which clients do before their first driver call. A failure
+   leaves nvJitLink as it was. */
 __attribute__((constructor)) static void at_load(void) {
-    int (*initialized)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
-    int (*ensure)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
-    void (*release)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "PyGILState_Release");
-    void (*fetch)(void **, void **, void **) = (void (*)(void **, void **, void **))dlsym(RTLD_DEFAULT, "PyErr_Fetch");
-    void (*restore)(void *, void *, void *) = (void (*)(void *, void *, void *))dlsym(RTLD_DEFAULT, "PyErr_Restore");
-    void *(*import)(const char *) = (void *(*)(const char *))dlsym(RTLD_DEFAULT, "PyImport_ImportModule");
-    void *(*call)(void *, const char *, const char *, ...) =
-        (void *(*)(void *, const char *, const char *, ...))dlsym(RTLD_DEFAULT, "PyObject_CallMethod");
-    void (*decref)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "Py_DecRef");
-    void *type, *value, *traceback, *module, *result;
-    int gil;
-    if (!initialized || !ensure || !release || !fetch || !restore || !import || !call || !decref || !initialized())
-        return;
-    gil = ensure();
-    fetch(&type, &value, &traceback);
-    module = import("lowlevel.emu.libcuda.nvjitlink");
-    result = module ? call(module, "install", NULL) : NULL;
-    if (result) decref(result);
-    if (module) decref(module);
-    restore(type, value, traceback);      /* a failure to interpose leaves nvJitLink as it was */
-    release(gil);
+    if (find_python())
+        call_python("lowlevel.emu.libcuda.nvjitlink", "install", 0, NULL);
 }
 
 static CUresult missing(const char *symbol, int *said) {

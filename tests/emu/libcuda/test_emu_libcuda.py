@@ -29,12 +29,12 @@ def folder() -> pathlib.Path:
         pytest.skip(str(e))
 
 
-def client(folder, code: str, timeout: int = 120, **env) -> subprocess.CompletedProcess:
-    """`code` run by a fresh Python whose dlopen("libcuda.so.1") finds the emulated one."""
+def client(folder, code: str, *argv: str, timeout: int = 120, **env) -> subprocess.CompletedProcess:
+    """`code` (with `argv`) run by a fresh Python whose dlopen("libcuda.so.1") finds the emulated one."""
     environment = {**os.environ, "LD_LIBRARY_PATH": str(folder), "PYTHONPATH": str(ROOT), **env}
     environment.pop("LOWLEVEL_DRIVER", None)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=environment, capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *argv], env=environment,
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 def test_the_folder_holds_libcuda_so_1_and_its_table_is_the_prototypes(folder):
@@ -281,18 +281,12 @@ LINK_AND_RUN = """
 """
 
 
-def linking_client(folder, *argv) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "LD_LIBRARY_PATH": str(folder), "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(LINK_AND_RUN), *argv], env=environment,
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-
-
 def test_a_cubin_nvjitlink_linked_in_the_process_runs_and_one_from_elsewhere_is_refused(folder, tmp_path):
     cubin = tmp_path / "vector_add.cubin"
-    linked = linking_client(folder, "link", str(cubin))
+    linked = client(folder, LINK_AND_RUN, "link", str(cubin), timeout=300)
     assert linked.returncode == 0 and linked.stdout.strip() == "ran", linked.stderr
     assert cubin.read_bytes()[:4] == b"\x7fELF"                   # the client got nvJitLink's real cubin
-    elsewhere = linking_client(folder, "load", str(cubin))
+    elsewhere = client(folder, LINK_AND_RUN, "load", str(cubin), timeout=300)
     assert elsewhere.returncode == 0, elsewhere.stderr
     assert elsewhere.stdout.strip() == "load 209"                 # CUDA_ERROR_NO_BINARY_FOR_GPU
 
