@@ -30,6 +30,7 @@
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
     bulkcopy.py    cp.async.bulk to shared memory, completed on an mbarrier (sm_90)
+    swizzle.py     Hopper's shared-memory swizzle (32B/64B/128B), which TMA writes and wgmma reads
     memhints.py    prefetch prefetchu applypriority discard createpolicy
     asyncstore.py  st.async, red.async into a cluster peer's shared memory (sm_90)
     griddep.py     griddepcontrol (programmatic dependent launch): nothing to wait for here
