@@ -24,6 +24,11 @@ ENUMS = {  # C enum type -> Python dict name
     "CUclusterSchedulingPolicy": "CLUSTER_SCHEDULING_POLICY",
     "CUoccupancy_flags": "OCCUPANCY_FLAGS",
     "CUshared_carveout": "SHARED_CARVEOUT",
+    "CUtensorMapDataType": "TENSOR_MAP_DATA_TYPE",
+    "CUtensorMapInterleave": "TENSOR_MAP_INTERLEAVE",
+    "CUtensorMapSwizzle": "TENSOR_MAP_SWIZZLE",
+    "CUtensorMapL2promotion": "TENSOR_MAP_L2_PROMOTION",
+    "CUtensorMapFloatOOBfill": "TENSOR_MAP_FLOAT_OOB_FILL",
 }
 
 MEMORY_ENUMS = {  # cuda.h's memory enums, in a module of their own (memory_constants.py)

@@ -143,6 +143,12 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuKernelSetCacheConfig":     ("cuKernelSetCacheConfig", (handle, c_int, CUdevice)),
     "cuFuncSetCacheConfig":       ("cuFuncSetCacheConfig", (handle, c_int)),
     "cuKernelGetParamInfo":       ("cuKernelGetParamInfo", (handle, c_size_t, ptr, ptr)),
+    # TMA descriptors (CUtensorMap: 128 bytes, 64-aligned; its enums are C ints; tensormaps.py)
+    "cuTensorMapEncodeTiled":     ("cuTensorMapEncodeTiled", (ptr, c_int, c_uint, ptr, ptr, ptr, ptr, ptr,
+                                                              c_int, c_int, c_int, c_int)),
+    "cuTensorMapEncodeIm2col":    ("cuTensorMapEncodeIm2col", (ptr, c_int, c_uint, ptr, ptr, ptr, ptr, ptr,
+                                                               c_uint, c_uint, ptr, c_int, c_int, c_int, c_int)),
+    "cuTensorMapReplaceAddress":  ("cuTensorMapReplaceAddress", (ptr, ptr)),
     # occupancy (CUoccupancyB2DSize: a C function pointer, capi/launch_types.py)
     "cuOccupancyMaxActiveBlocksPerMultiprocessor": ("cuOccupancyMaxActiveBlocksPerMultiprocessor",
                                                     (ptr, handle, c_int, c_size_t)),

@@ -20,6 +20,7 @@
     launch_config.py cuLaunchKernelEx's config: clusters, cooperative launch, priority
     occupancy.py     cuOccupancy*: blocks per SM, the best block size, clusters resident
     kernel_args.py   Python values packed into a kernel's parameter buffer
+    tensormap.py     TensorMap: a TMA descriptor (cuTensorMapEncodeTiled/Im2col) passed to kernels
     ptx_signature.py a PTX kernel's declared parameter types
     allocator.py     the caching allocator under CUDA tensors
     cublas.py        cuBLAS, bound like the driver; gemm.py: row-major GEMM on top of it
@@ -46,6 +47,7 @@ from .pointer import PointerAttributes, pointer_attribute, pointer_attributes
 from .module import Function, Module
 from .occupancy import available_dynamic_shared, max_active_clusters, max_potential_block_size, max_potential_cluster_size
 from .stream import Event, Stream, current_stream, stream
+from .tensormap import TensorMap
 from .allocator import empty_cache, memory_stats
 
 
@@ -66,7 +68,7 @@ __all__ = [
     "reset_device", "synchronize", "use_driver", "stream", "current_stream", "memory_stats", "empty_cache",
     "available_dynamic_shared", "max_active_clusters", "max_potential_block_size", "max_potential_cluster_size",
     "PointerAttributes", "pointer_attribute", "pointer_attributes",
-    "get_limit", "set_limit", "stream_priority_range",
+    "get_limit", "set_limit", "stream_priority_range", "TensorMap",
     "ManagedAllocation", "RegisteredHost", "advise", "mem_alloc_managed", "prefetch", "range_attribute",
     "register_host",
     "can_access_peer", "disable_peer_access", "enable_peer_access", "memcpy_peer",

@@ -7,7 +7,9 @@ type. What may be passed:
   - a numpy scalar (np.float32(2.0), np.uint64(n)): its bytes, if its size is the param's;
   - a Python int or float: converted to the declared type, with a range check (an int
     for a .u32 may be negative: nvcc declares C's `int` as .u32);
-  - bytes (for struct-like `.b8 name[N]` params): exactly N of them.
+  - bytes (for struct-like `.b8 name[N]` params): exactly N of them;
+  - a TensorMap (tensormap.py), for a 128-byte `.param .align 64 .b8 name[128]`
+    (a __grid_constant__ CUtensorMap): its 128 bytes, by value.
 Anything else, or a mismatch, is a TypeError or ValueError naming the kernel and the
 parameter, raised before the driver is called.
 """
@@ -17,6 +19,7 @@ import struct
 import numpy as np
 
 from .memory import DeviceAllocation
+from .tensormap import MAP_BYTES, TensorMap
 
 _INT_FORMAT = {1: "b", 2: "h", 4: "i", 8: "q"}
 _FLOAT_FORMAT = {2: "e", 4: "f", 8: "d"}
@@ -42,6 +45,11 @@ def pack_value(kernel: str, index: int, name: str, ptype: str | None, size: int,
         if size != 8:
             raise TypeError(f"{where}: got a device pointer, which is 8 bytes")
         return struct.pack("<Q", address)
+    if isinstance(value, TensorMap):
+        if size != MAP_BYTES:
+            raise TypeError(f"{where}: got a TensorMap, which is {MAP_BYTES} bytes (declare the parameter "
+                            f"`.param .align 64 .b8 name[128]`)")
+        return bytes(value)
     if isinstance(value, np.generic):
         data = value.tobytes()
         if len(data) != size:

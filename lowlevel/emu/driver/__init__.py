@@ -20,6 +20,7 @@
     launch_ex.py  cuLaunchKernelEx (launch attributes), cuLaunchCooperativeKernel
     clusters.py   the cluster shape of a launch, checked
     occupancy.py  cuOccupancy*, the cooperative co-residency check (occupancy_rules.py)
+    tensormaps.py cuTensorMapEncodeTiled/Im2col, cuTensorMapReplaceAddress: TMA descriptors
     streams.py    cuStream*, cuEvent*, cuLaunchHostFunc(_v2)
     queues.py     the stream and event objects: a worker thread per stream
     graphs.py     stream capture (cuStreamBeginCapture...), cuGraph*: capture.py, its objects
@@ -31,7 +32,7 @@
 Importing this package registers every driver function (functions() lists them).
 """
 from . import funcattrs, graphs, launch, launch_ex, memory, modules, occupancy, streams  # noqa: F401  (they register their C functions)
-from . import ctx_stack, ctx_v2, libraries, limits, mempools, managed, peer, pitched, pointer  # noqa: F401
+from . import ctx_stack, ctx_v2, libraries, limits, mempools, managed, peer, pitched, pointer, tensormaps  # noqa: F401
 from .context import error_details, functions
 from .reports import last_launch_stats, thread_instructions, timing
 from .entry import call_time, count_call_time, pending_interrupt
