@@ -76,7 +76,8 @@ def _u32s(values, name: str):
 class TensorMap:
     """A CUtensorMap, 64-byte aligned in host memory; `bytes(tmap)` is what a kernel receives."""
 
-    def __init__(self):
+    def __init__(self, base=None):
+        self.base = base            # kept alive: the memory the map describes
         self._storage = (ctypes.c_ubyte * (MAP_BYTES + _ALIGN))()
         base = ctypes.addressof(self._storage)
         self.address = base + (-base % _ALIGN)      # where the driver writes the 128 bytes
@@ -96,7 +97,7 @@ class TensorMap:
         estr = [1] * rank if element_strides is None else list(element_strides)
         if len(estr) != rank:
             raise ValueError(f"TensorMap: element_strides has {len(estr)} dimensions, shape has {rank}")
-        tmap = cls()
+        tmap = cls(base)
         drv, _ = ensure_context()
         drv.cuTensorMapEncodeTiled(tmap.address, code, rank, _address(base), _u64s(dims), _u64s(byte_strides),
                                    _u32s(list(box)[::-1], "box"), _u32s(estr[::-1], "element_strides"),
@@ -116,7 +117,7 @@ class TensorMap:
         dims, byte_strides = cls._layout(shape, strides, size)
         rank = len(dims)
         estr = [1] * rank if element_strides is None else list(element_strides)
-        tmap = cls()
+        tmap = cls(base)
         drv, _ = ensure_context()
         corners = [(ctypes.c_int * 3)(*list(c)[::-1]) for c in (lower, upper)]
         drv.cuTensorMapEncodeIm2col(tmap.address, code, rank, _address(base), _u64s(dims), _u64s(byte_strides),
@@ -150,3 +151,4 @@ class TensorMap:
         """cuTensorMapReplaceAddress: the same map over other memory."""
         drv, _ = ensure_context()
         drv.cuTensorMapReplaceAddress(self.address, _address(base))
+        self.base = base

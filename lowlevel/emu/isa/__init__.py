@@ -31,6 +31,10 @@
     asyncopy.py    cp.async
     bulkcopy.py    cp.async.bulk to shared memory, completed on an mbarrier (sm_90)
     swizzle.py     Hopper's shared-memory swizzle (32B/64B/128B), which TMA writes and wgmma reads
+    tensormap.py   the tensor map (CUtensorMap): the emulator's 128-byte encoding, decoded and checked
+    tma.py         cp.async.bulk.tensor loads, stores, prefetches; cp.reduce.async.bulk.tensor; bulk groups
+    tmareduce.py   cp.reduce.async.bulk.tensor's arithmetic by element type
+    tensormap_ops.py tensormap.replace, tensormap.cp_fenceproxy (sm_90a)
     memhints.py    prefetch prefetchu applypriority discard createpolicy
     asyncstore.py  st.async, red.async into a cluster peer's shared memory (sm_90)
     griddep.py     griddepcontrol (programmatic dependent launch): nothing to wait for here
@@ -60,4 +64,4 @@ before it reads the registry; no family imports the decoder.
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
                cvtpack, devassert, electszext, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
                mbarrier, memhints, memops, minmaxmore, mma_sparse, paramaddr, printf, recursion, simd, spacep,
-               specials, vecatom, videoscalar, warp, wmma)
+               specials, tensormap_ops, vecatom, videoscalar, warp, wmma)

@@ -28,9 +28,10 @@ the CTA's shared window (CUDA_ERROR_ILLEGAL_ADDRESS), an mbarrier in another CTA
 destination, and what mbarrier.py faults on (an object mbarrier.init did not set up, a
 tx-count out of range).
 
-Refused by name (valid sm_90 PTX the emulator does not run): cp.async.bulk.tensor (TMA,
-which needs the tensor-map descriptor), the bulk-group forms (shared to global,
-cp.async.bulk.commit_group / wait_group) and cp.reduce.async.bulk.
+cp.async.bulk.tensor (TMA), cp.reduce.async.bulk.tensor and the bulk groups
+(cp.async.bulk.commit_group / wait_group): tma.py. Refused by name (valid sm_90 PTX the
+emulator does not run): the non-tensor bulk-group forms (shared to global) and
+cp.reduce.async.bulk.
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ import numpy as np
 from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Addr, Imm, Instruction
-from . import mbarrier
+from . import mbarrier, tma
 from .cluster import OFFSET_MASK, RANK_SHIFT
 from .memops import address, operands_less_policy
 from .operands import unsupported
@@ -54,11 +55,16 @@ _HINTS = {"L2::cache_hint"}
 
 def emit_bulk(g, ins: Instruction, m) -> None:
     """cp.async.bulk... (called by asyncopy.emit_cp with `async` and `bulk` taken)."""
-    if m.take("reduce"):
+    reduce = m.take("reduce") is not None
+    if m.take("tensor"):                    # TMA: tma.py
+        tma.emit_tensor(g, ins, m, reduce)
+        return
+    if reduce:
         raise unsupported(ins, "cp.reduce.async.bulk: not implemented by the emulator")
-    for form in ("tensor", "commit_group", "wait_group"):
+    for form in ("commit_group", "wait_group"):
         if m.take(form):
-            raise unsupported(ins, f"cp.async.bulk.{form}: not implemented by the emulator")
+            tma.emit_group(g, ins, m, form)
+            return
     if m.take("prefetch"):
         _emit_prefetch(g, ins, m)
         return

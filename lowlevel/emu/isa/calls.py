@@ -24,7 +24,7 @@ import copy
 import numpy as np
 
 from ..ptx.errors import PtxError
-from ..ptx.ir import TYPES, Addr, Imm, ArgList, Instruction, PredPair, Reg, Sym, Vec
+from ..ptx.ir import TYPES, Addr, Imm, ArgList, Instruction, PredPair, Reg, Sym, TensorAddr, Vec
 from . import indirect, recursion
 from .operands import CACHE_MODS, Mods, operands, unsupported
 from .registry import register
@@ -52,6 +52,8 @@ class _Renamer:
             return Sym(self.labels.get(n) or self.syms.get(n) or n)
         if isinstance(o, Addr):
             return Addr(self.op(o.base) if o.base is not None else None, o.offset)
+        if isinstance(o, TensorAddr):
+            return TensorAddr(self.op(o.base) if o.base is not None else None, o.offset, self.op(o.coords))
         if isinstance(o, Vec):
             return Vec([None if e is None else self.op(e) for e in o.elems])
         if isinstance(o, ArgList):
@@ -102,8 +104,10 @@ def _used_names(body) -> set:
     def visit(o):
         if isinstance(o, (Reg, Sym)):
             names.add(o.name)
-        elif isinstance(o, Addr) and o.base is not None:
+        elif isinstance(o, (Addr, TensorAddr)) and o.base is not None:
             visit(o.base)
+            if isinstance(o, TensorAddr):
+                visit(o.coords)
         elif isinstance(o, (Vec, ArgList)):
             for e in o.elems:
                 if e is not None:

@@ -11,7 +11,7 @@ trap end the path.
 """
 from __future__ import annotations
 
-from ..ptx.ir import Addr, ArgList, Instruction, PredPair, Reg, Sym, Vec
+from ..ptx.ir import Addr, ArgList, Instruction, PredPair, Reg, Sym, TensorAddr, Vec
 
 DEFINES = {"mov", "add", "sub", "mul", "mad", "fma", "div", "rem", "abs", "neg", "min", "max",
            "and", "or", "xor", "not", "cnot", "shl", "shr", "cvt", "cvta", "setp", "selp", "set",
@@ -29,6 +29,10 @@ def _regs(o, out: set, variable) -> None:
         out.update(variable(o.base.name))       # a .param variable's words, say
     elif isinstance(o, Addr) and o.base is not None:
         _regs(o.base, out, variable)
+    elif isinstance(o, TensorAddr):
+        for part in (o.base, o.coords):
+            if part is not None:
+                _regs(part, out, variable)
     elif isinstance(o, (Vec, ArgList)):
         for e in o.elems:
             if e is not None:

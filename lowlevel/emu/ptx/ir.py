@@ -84,6 +84,18 @@ class Addr:
 
 
 @dataclass
+class TensorAddr:
+    """`[tensorMap, {c0, c1, ...}]`: cp.async.bulk.tensor's tensor-map address (a register or
+    a parameter's name, with an optional offset) and its tensor coordinates."""
+    base: Reg | Sym | None
+    offset: int
+    coords: Vec
+
+    def __str__(self):
+        return f"[{Addr(self.base, self.offset).__str__()[1:-1]}, {self.coords}]"
+
+
+@dataclass
 class ArgList:
     """`(a, b)`: the return or argument list of a `call`."""
     elems: list

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 from .errors import PtxError
-from .ir import Addr, ArgList, Imm, Instruction, PredPair, Reg, Sym, Vec
+from .ir import Addr, ArgList, Imm, Instruction, PredPair, Reg, Sym, TensorAddr, Vec
 from .lexer import TokenStream, parse_int
 
 MAX_OPERAND_NESTING = 8           # call argument lists and vectors nest one or two deep
@@ -125,7 +125,8 @@ class Operands(TokenStream):
             return Imm(-v if neg else v, None, 0, sign + t.text)
         raise PtxError(t.line, f"expected an immediate, found {t.text!r}")
 
-    def address(self) -> Addr:
+    def address(self) -> Addr | TensorAddr:
+        """`[base+offset]`, or cp.async.bulk.tensor's `[tensorMap, {coordinates}]`."""
         self.expect("[")
         base = None
         offset = 0
@@ -139,6 +140,12 @@ class Operands(TokenStream):
                 offset = self.int_literal("address offset")
         else:
             offset = self.int_literal("address")
+        if self.accept(","):
+            coords = self.operand(1)
+            if not isinstance(coords, Vec):
+                raise PtxError(t.line, f"expected tensor coordinates {{..}} after the tensor map, found {coords}")
+            self.expect("]", "to close the tensor address")
+            return TensorAddr(base, offset, coords)
         self.expect("]", "to close the address")
         return Addr(base, offset)
 

@@ -13,7 +13,7 @@ import re
 from .declarations import Declarations, Scope
 from .errors import PtxError
 from .functions import assign_addresses, attach_prototypes, parse_prototype
-from .ir import Addr, ArgList, Instruction, Kernel, PredPair, PtxModule, Reg, Sym, Vec
+from .ir import Addr, ArgList, Instruction, Kernel, PredPair, PtxModule, Reg, Sym, TensorAddr, Vec
 from .operands import Operands
 from .registers import Registers
 
@@ -32,6 +32,8 @@ def rename_registers(ins: Instruction, renames: dict) -> None:
             return Sym(renames[o.name]) if o.name in renames else o
         if isinstance(o, Addr) and o.base is not None:
             return Addr(op(o.base), o.offset)
+        if isinstance(o, TensorAddr):
+            return TensorAddr(op(o.base) if o.base is not None else None, o.offset, op(o.coords))
         if isinstance(o, Vec):
             return Vec([None if e is None else op(e) for e in o.elems])
         if isinstance(o, ArgList):
@@ -298,6 +300,7 @@ def parse_ptx(text: str) -> PtxModule:
     for k in list(mod.kernels.values()) + list(mod.functions.values()):
         k.ptx_version = ptx_version
         k.binary_version = binary_version
+        k.arch_specific = mod.target.endswith("a")     # sm_90a: wgmma, setmaxnreg, tensormap.replace
     _attach_module_variables(mod)
     return mod
 
