@@ -15,7 +15,7 @@ of elements (bytes for global_stride, of dimension ord + 1). A value the ISA lea
 undefined is written as given; the TMA instruction that uses the map faults on it.
 cp_fenceproxy copies the 128 bytes from shared to global memory; every access here is
 already ordered, so its fence (like fence.proxy.tensormap::generic, convert.py's) does nothing
-else. Both need .target sm_90a (ptxas's rule), which the kernel's .target names.
+else. Both need .target sm_90a and PTX ISA 8.3 (ptxas's rules).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Addr, Imm, Instruction
 from .memops import address
-from .operands import Mods, unsupported
+from .operands import Mods, needs_target, unsupported
 from .registry import provide, register
 from .tensormap import FIELDS, MAP_ALIGN, MAP_BYTES
 
@@ -41,6 +41,7 @@ _SCOPES = {"cta", "cluster", "gpu", "sys"}
 def _needs_sm90a(ins: Instruction, g) -> None:
     if g.ck.kernel.binary_version != 90 or not getattr(g.ck.kernel, "arch_specific", False):
         raise PtxError(ins.line, f"{ins.opcode} requires .target sm_90a: {ins.text}")
+    needs_target(g, ins, 90, 83, f"{ins.opcode}.{ins.mods[0] if ins.mods else ''}")
 
 
 def emit_tensormap(g, ins: Instruction) -> None:

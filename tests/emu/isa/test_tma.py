@@ -19,10 +19,11 @@ HEAD = """.version 8.0
 .target sm_90a
 .address_size 64
 """
-# One CTA loads the box at (c0, c1) into `tile` (thread 0 issues, all wait), then its 128
+# One CTA loads the box at (c0, c1[, c2]) into `tile` (thread 0 issues, all wait), then its 128
 # threads copy the tile's raw bytes to out, a word each per step.
-LOAD_2D = HEAD + r"""
-.visible .entry load2d(.param .align 64 .b8 tmap[128], .param .u64 out_p, .param .s32 c0, .param .s32 c1)
+LOAD = HEAD + r"""
+.visible .entry load(.param .align 64 .b8 tmap[128], .param .u64 out_p, .param .s32 c0, .param .s32 c1,
+                     .param .s32 c2)
 {
     .reg .pred %p<4>;
     .reg .b32 %r<12>;
@@ -32,6 +33,7 @@ LOAD_2D = HEAD + r"""
     ld.param.u64 %rd1, [out_p];                 // where the raw tile goes
     ld.param.s32 %r1, [c0];                     // box coordinates, innermost first
     ld.param.s32 %r2, [c1];
+    ld.param.s32 %r10, [c2];
     mov.b64 %rd2, tmap;                         // the map's address in the parameter space...
     cvta.param.u64 %rd3, %rd2;                  // ...as a generic address
     mov.u32 %r3, %tid.x;
@@ -43,10 +45,15 @@ LOAD_2D = HEAD + r"""
     fence.proxy.async.shared::cta;              // the barrier visible to the async proxy
     bar.sync 0;
     @%p1 mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r5], BYTES;
-    @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r4], [%rd3, {%r1, %r2}], [%r5];
+    @%p1 cp.async.bulk.tensor.DIMS.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r4], [%rd3, COORDS], [%r5];
 WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r5], 0;   // phase 0 over: the box has landed
     @!%p2 bra WAIT;
+COPY_OUT
+}
+"""
+# The 128 threads copy WORDS words of shared memory at %r4 to global memory at %rd1.
+COPY_OUT = r"""
     mov.u32 %r6, %r3;                           // word i = tid, tid + 128, ...
 COPY:
     setp.ge.u32 %p3, %r6, WORDS;
@@ -60,9 +67,9 @@ COPY:
     add.u32 %r6, %r6, 128;
     bra COPY;
 DONE:
-    ret;
-}
-"""
+    ret;"""
+LOAD_2D = LOAD.replace("DIMS", "2d").replace("COORDS", "{%r1, %r2}").replace("COPY_OUT", COPY_OUT)
+LOAD_3D = LOAD.replace("DIMS", "3d").replace("COORDS", "{%r1, %r2, %r10}").replace("COPY_OUT", COPY_OUT)
 
 
 def _kernel(text: str, name: str, **subs):
@@ -92,8 +99,8 @@ def _load(x, box, coords, swizzle=None, fill="zero", shift=0):
     nbytes = box[0] * box[1] * x.itemsize
     tmap = cuda.TensorMap.tiled(upload(x), x.dtype, x.shape, box, swizzle=swizzle, oob_fill=fill)
     out = device_poisoned(nbytes)
-    k = _kernel(LOAD_2D, "load2d", BYTES=nbytes, WORDS=nbytes // 4, SHIFT=shift)
-    k.launch(1, 128, (tmap, out, np.int32(coords[0]), np.int32(coords[1])))
+    k = _kernel(LOAD_2D, "load", BYTES=nbytes, WORDS=nbytes // 4, SHIFT=shift)
+    k.launch(1, 128, (tmap, out, np.int32(coords[0]), np.int32(coords[1]), np.int32(0)))
     return download(out, (nbytes,), np.uint8)
 
 
@@ -137,3 +144,217 @@ def test_parser_reads_the_tensor_address_and_names_unknown_forms():
     bad = text.replace(".tile.mbarrier", ".im2col.mbarrier")
     with pytest.raises(PtxError, match=r"cp\.async\.bulk\.tensor\.2d.*im2col"):
         load_ptx(bad)
+
+
+def test_3d_load_with_an_element_stride(driver, rng):
+    x = rng.integers(0, 2**32, (5, 24, 32), dtype=np.uint32)
+    buf = upload(x)
+    # box (2, 8, 8) with element stride 2 along the middle dimension: 2 x 4 x 8 elements
+    tmap = cuda.TensorMap.tiled(buf, np.uint32, x.shape, (2, 8, 8), element_strides=(1, 2, 1))
+    c = (int(rng.integers(0, 24)), int(rng.integers(0, 16)), int(rng.integers(0, 3)))
+    nbytes = 2 * 4 * 8 * 4
+    out = device_poisoned(nbytes)
+    k = _kernel(LOAD_3D, "load", BYTES=nbytes, WORDS=nbytes // 4, SHIFT=0)
+    k.launch(1, 128, (tmap, out, *(np.int32(v) for v in c)))
+    got = download(out, (2, 4, 8), np.uint32)
+    np.testing.assert_array_equal(got, x[c[2]:c[2] + 2, c[1]:c[1] + 8:2, c[0]:c[0] + 8])
+
+
+# Load a box of `src` at (a0, a1), then thread 0 writes it back into `dst` at (b0, b1) with a
+# TMA store (or reduction) in a bulk group, and waits for the group.
+STORE = HEAD + r"""
+.visible .entry store(.param .align 64 .b8 src[128], .param .align 64 .b8 dst[128], .param .s32 a0,
+                      .param .s32 a1, .param .s32 b0, .param .s32 b1)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<8>;
+    .shared .align 1024 .b8 tile[BYTES];
+    .shared .align 8 .b64 bar;
+    ld.param.s32 %r1, [a0];
+    ld.param.s32 %r2, [a1];
+    ld.param.s32 %r6, [b0];
+    ld.param.s32 %r7, [b1];
+    mov.b64 %rd2, src;
+    cvta.param.u64 %rd3, %rd2;                  // the source map's generic address
+    mov.b64 %rd4, dst;
+    cvta.param.u64 %rd5, %rd4;                  // the destination map's
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, tile;
+    mov.u32 %r5, bar;
+    setp.eq.u32 %p1, %r3, 0;
+    @%p1 mbarrier.init.shared::cta.b64 [%r5], 1;
+    fence.proxy.async.shared::cta;
+    bar.sync 0;
+    @%p1 mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r5], BYTES;
+    @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r4], [%rd3, {%r1, %r2}], [%r5];
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r5], 0;
+    @!%p2 bra WAIT;
+    @%p1 OPERATION [%rd5, {%r6, %r7}], [%r4];   // shared -> global, in a bulk group
+    @%p1 cp.async.bulk.commit_group;            // close the group...
+    @%p1 cp.async.bulk.wait_group.read 0;       // ...and wait until its source is read
+    @%p1 cp.async.bulk.wait_group 0;            // ...and written
+    ret;
+}
+"""
+OPERATIONS = {"store": "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
+              "add": "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"}
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_store_and_reduce_back_clipped_at_the_edge(driver, rng, operation):
+    x = rng.standard_normal((24, 40)).astype(np.float32)
+    y = rng.standard_normal((20, 36)).astype(np.float32)
+    bx, by = upload(x), upload(y)
+    box = (8, 16)                                   # 64-byte rows: the 64B swizzle both ways
+    src = cuda.TensorMap.tiled(bx, np.float32, x.shape, box, swizzle=64)
+    dst = cuda.TensorMap.tiled(by, np.float32, y.shape, box, swizzle=64)
+    a = (int(rng.integers(0, 40 - 16)), int(rng.integers(0, 24 - 8)))
+    b = (int(rng.integers(28, 36)), int(rng.integers(-5, 0)))       # hangs over two edges
+    k = _kernel(STORE, "store", BYTES=8 * 16 * 4, OPERATION=OPERATIONS[operation])
+    k.launch(1, 128, (src, dst, *(np.int32(v) for v in (*a, *b))))
+    got = download(by, y.shape, np.float32)
+    want = y.copy()
+    tile = x[a[1]:a[1] + 8, a[0]:a[0] + 16]
+    r0, c0 = max(b[1], 0), b[0]
+    part = tile[r0 - b[1]:, :36 - c0]
+    want[r0:r0 + part.shape[0], c0:c0 + part.shape[1]] = part if operation == "store" else \
+        want[r0:r0 + part.shape[0], c0:c0 + part.shape[1]] + part
+    np.testing.assert_array_equal(got, want)
+
+
+# Clusters of 2: rank 0 multicasts one box into both CTAs (ctaMask 0b11); each CTA counts the
+# bytes on its own barrier, waits, and copies its tile out to out + rank * BYTES.
+MULTICAST = HEAD + r"""
+.visible .entry mcast(.param .align 64 .b8 tmap[128], .param .u64 out_p, .param .s32 c0, .param .s32 c1)
+{
+    .reg .pred %p<5>;
+    .reg .b32 %r<14>;
+    .reg .b64 %rd<8>;
+    .reg .b16 %rs<2>;
+    .shared .align 1024 .b8 tile[BYTES];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [out_p];
+    ld.param.s32 %r1, [c0];
+    ld.param.s32 %r2, [c1];
+    mov.b64 %rd2, tmap;
+    cvta.param.u64 %rd3, %rd2;
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, tile;
+    mov.u32 %r5, bar;
+    mov.u32 %r11, %cluster_ctarank;
+    mul.wide.u32 %rd6, %r11, BYTES;
+    add.u64 %rd1, %rd1, %rd6;                   // this CTA's part of out
+    setp.eq.u32 %p1, %r3, 0;
+    @%p1 mbarrier.init.shared::cta.b64 [%r5], 1;
+    fence.mbarrier_init.release.cluster;        // both barriers set up before either is used
+    barrier.cluster.arrive.release.aligned;
+    barrier.cluster.wait.acquire.aligned;
+    @%p1 mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r5], BYTES;
+    setp.eq.u32 %p4, %r11, 0;
+    and.pred %p4, %p4, %p1;                     // rank 0's thread 0 issues for both
+    mov.u16 %rs1, 3;                            // ctaMask: ranks 0 and 1
+    @%p4 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%r4], [%rd3, {%r1, %r2}], [%r5], %rs1;
+WAIT:
+    mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %p2, [%r5], 0;
+    @!%p2 bra WAIT;
+    mov.u32 %r6, %r3;
+COPY:
+    setp.ge.u32 %p3, %r6, WORDS;
+    @%p3 bra DONE;
+    shl.b32 %r7, %r6, 2;
+    add.u32 %r8, %r4, %r7;
+    ld.shared.u32 %r9, [%r8];
+    mul.wide.u32 %rd4, %r6, 4;
+    add.u64 %rd5, %rd1, %rd4;
+    st.global.u32 [%rd5], %r9;
+    add.u32 %r6, %r6, 128;
+    bra COPY;
+DONE:
+    barrier.cluster.arrive.release.aligned;     // no CTA exits while a copy may still land in it
+    barrier.cluster.wait.acquire.aligned;
+    ret;
+}
+"""
+
+
+def test_multicast_to_both_ctas_of_a_cluster(driver, rng):
+    x = rng.integers(0, 2**32, (32, 64), dtype=np.uint32)
+    buf = upload(x)
+    tmap = cuda.TensorMap.tiled(buf, np.uint32, x.shape, (8, 32), swizzle=128)
+    c = (int(rng.integers(0, 32)), int(rng.integers(0, 24)))
+    nbytes = 8 * 32 * 4
+    out = device_poisoned(2 * nbytes)
+    k = _kernel(MULTICAST, "mcast", BYTES=nbytes, WORDS=nbytes // 4)
+    k.launch(2, 128, (tmap, out, np.int32(c[0]), np.int32(c[1])), cluster=(2, 1, 1))
+    got = download(out, (2, nbytes), np.uint8)
+    box = x[c[1]:c[1] + 8, c[0]:c[0] + 32].view(np.uint8).reshape(-1)
+    want = np.empty_like(box)
+    want[isa_swizzle(box.size, 128)] = box
+    np.testing.assert_array_equal(got, np.stack([want, want]))
+
+
+# Triton's way: copy the __grid_constant__ map to shared memory, point it at other memory with
+# tensormap.replace, publish it to global memory with tensormap.cp_fenceproxy, acquire it, and
+# load through it.
+REPLACE = HEAD.replace("8.0", "8.3") + r"""
+.visible .entry replace(.param .align 64 .b8 tmap[128], .param .u64 new_p, .param .u64 gmap_p,
+                        .param .u64 out_p, .param .s32 c0, .param .s32 c1)
+{
+    .reg .pred %p<5>;
+    .reg .b32 %r<14>;
+    .reg .b64 %rd<12>;
+    .shared .align 1024 .b8 tile[BYTES];
+    .shared .align 128 .b8 smap[128];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [out_p];
+    ld.param.u64 %rd7, [new_p];                 // the other tensor's address
+    ld.param.u64 %rd8, [gmap_p];                // 128 bytes of global memory for the edited map
+    ld.param.s32 %r1, [c0];
+    ld.param.s32 %r2, [c1];
+    mov.b64 %rd2, tmap;
+    cvta.param.u64 %rd3, %rd2;
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, tile;
+    mov.u32 %r5, bar;
+    mov.u32 %r12, smap;
+    setp.lt.u32 %p4, %r3, 16;                   // threads 0..15 copy a word of the map each
+    mul.wide.u32 %rd9, %r3, 8;
+    add.u64 %rd10, %rd3, %rd9;
+    @%p4 ld.u64 %rd11, [%rd10];
+    shl.b32 %r13, %r3, 3;
+    add.u32 %r13, %r12, %r13;
+    @%p4 st.shared.u64 [%r13], %rd11;
+    bar.sync 0;
+    setp.eq.u32 %p1, %r3, 0;
+    @%p1 tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%r12], %rd7;
+    bar.sync 0;
+    tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%rd8], [%r12], 128;
+    fence.proxy.tensormap::generic.acquire.gpu [%rd8], 128;
+    @%p1 mbarrier.init.shared::cta.b64 [%r5], 1;
+    fence.proxy.async.shared::cta;
+    bar.sync 0;
+    @%p1 mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r5], BYTES;
+    @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r4], [%rd8, {%r1, %r2}], [%r5];
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r5], 0;
+    @!%p2 bra WAIT;
+COPY_OUT
+}
+""".replace("COPY_OUT", COPY_OUT)
+
+
+def test_tensormap_replace_of_the_global_address(driver, rng):
+    x = rng.integers(0, 2**32, (16, 32), dtype=np.uint32)
+    y = rng.integers(0, 2**32, (16, 32), dtype=np.uint32)
+    bx, by = upload(x), upload(y)
+    tmap = cuda.TensorMap.tiled(bx, np.uint32, x.shape, (8, 8))
+    gmap = device_poisoned(128)
+    nbytes = 8 * 8 * 4
+    out = device_poisoned(nbytes)
+    c = (int(rng.integers(0, 24)), int(rng.integers(0, 8)))
+    k = _kernel(REPLACE, "replace", BYTES=nbytes, WORDS=nbytes // 4)
+    k.launch(1, 128, (tmap, by, gmap, out, np.int32(c[0]), np.int32(c[1])))
+    got = download(out, (8, 8), np.uint32)
+    np.testing.assert_array_equal(got, y[c[1]:c[1] + 8, c[0]:c[0] + 8])
