@@ -23,7 +23,8 @@ that reads no bytes (src-size 0, or ignore-src) does not touch global memory and
 checked there. Faults name the kernel, block, thread, PTX line and address.
 
 cp.async.mbarrier.arrive{.noinc}: mbarrier.py (it lands the thread's copies, then arrives).
-cp.async.bulk (sm_90's bulk copies completed through an mbarrier): bulkcopy.py.
+cp.async.bulk (sm_90's bulk copies completed through an mbarrier): bulkcopy.py; its .tensor
+forms (TMA) and bulk groups: tma.py.
 Refused at load: anything else.
 """
 from __future__ import annotations
@@ -31,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ptx.errors import PtxError
-from . import bulkcopy, mbarrier
+from . import bulkcopy, mbarrier, tma
 from .operands import Mods, operands, unsupported
 from .registry import provide, register
 from ..engine.memory import AccessFault
@@ -45,8 +46,10 @@ def emit_cp(g, ins: Instruction) -> None:
     m = Mods(ins)
     if m.take("async") is None:
         raise unsupported(ins)
-    if m.take("bulk"):                            # its own groups and waits (bulkcopy.py)
-        bulkcopy.emit_bulk(g, ins, m)
+    if m.take("bulk"):              # bulkcopy.py; TMA (.tensor) and the bulk groups: tma.py
+        form = m.take("tensor", "commit_group", "wait_group")
+        emit = bulkcopy.emit_bulk if form is None else tma.bulk_form_emitter(form)
+        emit(g, ins, m)
         return
     if m.take("commit_group"):
         m.done()

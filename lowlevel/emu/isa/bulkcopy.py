@@ -29,7 +29,7 @@ destination, and what mbarrier.py faults on (an object mbarrier.init did not set
 tx-count out of range).
 
 cp.async.bulk.tensor (TMA), cp.reduce.async.bulk.tensor and the bulk groups
-(cp.async.bulk.commit_group / wait_group): tma.py. Refused by name (valid sm_90 PTX the
+(cp.async.bulk.commit_group / wait_group): tma.py (asyncopy.py hands them there). Refused by name (valid sm_90 PTX the
 emulator does not run): the non-tensor bulk-group forms (shared to global) and
 cp.reduce.async.bulk.
 """
@@ -40,7 +40,7 @@ import numpy as np
 from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Addr, Imm, Instruction
-from . import mbarrier, tma
+from . import mbarrier
 from .cluster import OFFSET_MASK, RANK_SHIFT
 from .memops import address, operands_less_policy
 from .operands import unsupported
@@ -55,16 +55,8 @@ _HINTS = {"L2::cache_hint"}
 
 def emit_bulk(g, ins: Instruction, m) -> None:
     """cp.async.bulk... (called by asyncopy.emit_cp with `async` and `bulk` taken)."""
-    reduce = m.take("reduce") is not None
-    if m.take("tensor"):                    # TMA: tma.py
-        tma.emit_tensor(g, ins, m, reduce)
-        return
-    if reduce:
+    if m.take("reduce"):
         raise unsupported(ins, "cp.reduce.async.bulk: not implemented by the emulator")
-    for form in ("commit_group", "wait_group"):
-        if m.take(form):
-            tma.emit_group(g, ins, m, form)
-            return
     if m.take("prefetch"):
         _emit_prefetch(g, ins, m)
         return

@@ -62,8 +62,21 @@ _COMPLETE = "mbarrier::complete_tx::bytes"
 
 # --- emitters ----------------------------------------------------------------------------
 
+def bulk_form_emitter(form: str):
+    """The emitter of cp{.reduce}.async.bulk.{tensor, commit_group, wait_group}...: it is
+    called with the modifiers asyncopy.emit_cp has not taken (.async, .bulk, `form`)."""
+    def emit(g, ins: Instruction, m) -> None:
+        if form == "tensor":
+            emit_tensor(g, ins, m, m.take("reduce") is not None)
+        elif m.take("reduce"):
+            raise unsupported(ins, "cp.reduce.async.bulk form")
+        else:
+            emit_group(g, ins, m, form)
+    return emit
+
+
 def emit_tensor(g, ins: Instruction, m, reduce: bool) -> None:
-    """cp{.reduce}.async.bulk{.prefetch}.tensor... (bulkcopy.emit_bulk hands these over)."""
+    """cp{.reduce}.async.bulk{.prefetch}.tensor..."""
     dim = m.take(*_DIMS)
     if dim is None:
         raise PtxError(ins.line, f"cp.async.bulk.tensor needs a dimension .1d to .5d: {ins.text}")
@@ -353,4 +366,4 @@ def tma_prefetch(C, tmap, coords, rank, iid, guard) -> None:
 
 provide(_tma_load=tma_load, _tma_store=tma_store, _tma_prefetch=tma_prefetch)
 
-__all__ = ["emit_tensor", "emit_group", "box_elements", "tma_load", "tma_store", "tma_prefetch"]
+__all__ = ["bulk_form_emitter", "emit_tensor", "emit_group", "box_elements", "tma_load", "tma_store", "tma_prefetch"]

@@ -174,8 +174,6 @@ def test_a_copy_that_never_comes_is_a_deadlock(mem, rng):
 
 @pytest.mark.parametrize("line, words", [
     ("cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r6], 256;", "bulk-group"),
-    ("cp.async.bulk.commit_group;", "commit_group"),
-    ("cp.async.bulk.wait_group.read 0;", "wait_group"),
     ("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32 [%rd1], [%r6], 256;", "cp.reduce"),
 ])
 def test_what_is_not_run_is_refused_by_name(line, words):
