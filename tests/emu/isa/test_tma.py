@@ -44,8 +44,11 @@ LOAD = HEAD + r"""
     @%p1 mbarrier.init.shared::cta.b64 [%r5], 1;
     fence.proxy.async.shared::cta;              // the barrier visible to the async proxy
     bar.sync 0;
+    @%p1 prefetch.tensormap [%rd3];              // the map into the cache (changes nothing)
+    @%p1 cp.async.bulk.prefetch.tensor.DIMS.L2.global.tile [%rd3, COORDS];   // the box into L2
+    createpolicy.fractional.L2::evict_last.b64 %rd6, 1.0;
     @%p1 mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r5], BYTES;
-    @%p1 cp.async.bulk.tensor.DIMS.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r4], [%rd3, COORDS], [%r5];
+    @%p1 cp.async.bulk.tensor.DIMS.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%r4], [%rd3, COORDS], [%r5], %rd6;
 WAIT:
     mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r5], 0;   // phase 0 over: the box has landed
     @!%p2 bra WAIT;
@@ -358,3 +361,21 @@ def test_tensormap_replace_of_the_global_address(driver, rng):
     k.launch(1, 128, (tmap, by, gmap, out, np.int32(c[0]), np.int32(c[1])))
     got = download(out, (8, 8), np.uint32)
     np.testing.assert_array_equal(got, y[c[1]:c[1] + 8, c[0]:c[0] + 8])
+
+
+@pytest.mark.parametrize("case", ["parameter name as the map", "tensormap.replace on sm_90"])
+def test_what_ptxas_refuses_is_refused(case):
+    from lowlevel.emu.engine.decode import load_ptx
+    from lowlevel.emu.ptx.errors import PtxError
+    if case == "parameter name as the map":
+        text = LOAD_2D.replace("[%rd3, {%r1, %r2}], [%r5]", "[tmap, {%r1, %r2}], [%r5]")
+        text = text.replace("BYTES", "256").replace("WORDS", "64").replace("SHIFT", "0")
+        words = "state space mismatch"
+    else:
+        text = REPLACE.replace("sm_90a", "sm_90").replace("BYTES", "256").replace("WORDS", "64")
+        words = "tensormap requires .target sm_90a"
+    log = ptxas_refusal(text, "sm_90a" if ".target sm_90a" in text else "sm_90")
+    assert log != "", "ptxas takes it"          # (None: no ptxas here to ask)
+    assert log is None or ("State space mismatch" in log or "not supported on .target 'sm_90'" in log), log
+    with pytest.raises(PtxError, match=words):
+        load_ptx(text)
