@@ -3,6 +3,8 @@
     cp.async.bulk.tensor.Nd.shared::cluster.global{.tile}.mbarrier::complete_tx::bytes
         {.multicast::cluster}{.L2::cache_hint}  [dstMem], [tensorMap, {c0..}], [mbar]{, ctaMask}{, policy};
     cp.async.bulk.tensor.Nd.shared::cta.global...                      (PTX 8.6, the CTA's own)
+    cp.async.bulk.tensor.Nd.shared::cluster.global.im2col.mbarrier::complete_tx::bytes...
+                                   [dstMem], [tensorMap, {c, w, h, d, n}], [mbar], {im2colOffsets}...
     cp.async.bulk.tensor.Nd.global.shared::cta{.tile}.bulk_group{.L2::cache_hint}
                                                 [tensorMap, {c0..}], [srcMem]{, policy};
     cp.reduce.async.bulk.tensor.Nd.global.shared::cta.OP{.tile}.bulk_group{.L2::cache_hint}
@@ -34,7 +36,13 @@ once), so wait_group changes nothing here.
 Faults, named with the thread and PTX line: a map that no driver call could have encoded (a
 rank or type out of range, ...) or whose rank is not the instruction's, a map not 64-byte
 aligned, a misaligned shared address, a box reaching outside the tensor's allocation or the
-CTA's shared window, and interleaved layouts (not emulated). im2col loads are refused at load.
+CTA's shared window, interleaved layouts (not emulated), a map of the other mode (tile/im2col).
+
+im2col loads (N = 3..5, an NWC/NHWC/NDHWC tensor): pixelsPerColumn pixels of channelsPerPixel
+channels (the box, channels innermost), read as `im2col_elements` says; this is the emulator's
+reading of the ISA's description, which no GPU here has checked. Refused at load: im2col
+stores/reductions (.im2col_no_offs), prefetches in im2col mode, and sm_100's modes
+(.im2col::w, .tile::gather4/scatter4).
 """
 from __future__ import annotations
 
@@ -80,9 +88,15 @@ def emit_tensor(g, ins: Instruction, m, reduce: bool) -> None:
     dim = m.take(*_DIMS)
     if dim is None:
         raise PtxError(ins.line, f"cp.async.bulk.tensor needs a dimension .1d to .5d: {ins.text}")
-    if m.take("im2col", "im2col_no_offs"):
-        raise unsupported(ins, "im2col tensor copies are not emulated (tile mode is)")
-    m.take("tile")
+    if m.take("im2col_no_offs", "im2col::w", "im2col::w::128", "tile::gather4", "tile::scatter4"):
+        raise unsupported(ins, "this tensor copy mode is not emulated (tile and im2col loads are)")
+    im2col = m.take("im2col") is not None
+    if not im2col:
+        m.take("tile")
+    if im2col and (reduce or "prefetch" in ins.mods):
+        raise unsupported(ins, "im2col reductions and prefetches are not emulated (loads are)")
+    if im2col and _DIMS[dim] < 3:
+        raise PtxError(ins.line, f"im2col copies are .3d to .5d: {ins.text}")
     hint = bool(m.take_all(_HINTS))
     prefetch = m.take("prefetch") is not None
     if prefetch:
@@ -98,6 +112,8 @@ def emit_tensor(g, ins: Instruction, m, reduce: bool) -> None:
     dst_space = m.take("shared::cluster", "shared::cta", "global")
     src_space = m.take("global", "shared::cta")
     if dst_space == "global":
+        if im2col:
+            raise PtxError(ins.line, f"a tensor store in im2col mode is .im2col_no_offs: {ins.text}")
         op = m.take(*_REDUCTIONS) if reduce else None
         if reduce and op is None:
             raise PtxError(ins.line, f"cp.reduce.async.bulk.tensor needs a reduction: {ins.text}")
@@ -105,28 +121,37 @@ def emit_tensor(g, ins: Instruction, m, reduce: bool) -> None:
         return
     if reduce:
         raise PtxError(ins.line, f"cp.reduce.async.bulk.tensor writes .global: {ins.text}")
-    _emit_load(g, ins, m, dim, dst_space, src_space, hint)
+    _emit_load(g, ins, m, dim, dst_space, src_space, hint, im2col)
 
 
-def _emit_load(g, ins, m, dim, dst_space, src_space, hint) -> None:
+def _emit_load(g, ins, m, dim, dst_space, src_space, hint, im2col) -> None:
     if src_space != "global" or dst_space not in ("shared::cluster", "shared::cta"):
         raise PtxError(ins.line, f"cp.async.bulk.tensor loads .global into .shared::cluster: {ins.text}")
     if m.take(_COMPLETE) is None:
         raise PtxError(ins.line, f"a cp.async.bulk.tensor load completes through .{_COMPLETE}: {ins.text}")
     multicast = m.take("multicast::cluster") is not None
     m.done()
-    want = 3 + multicast
+    want = 3 + im2col + multicast
     ops = operands_less_policy(g, ins, want) if hint else list(ins.operands)
     if len(ops) != want:
         raise PtxError(ins.line, f"cp.async.bulk.tensor takes [dstMem], [tensorMap, coords], [mbar]"
-                                 f"{', ctaMask' if multicast else ''}: {ins.text}")
+                                 f"{', im2colOffsets' if im2col else ''}{', ctaMask' if multicast else ''}: "
+                                 f"{ins.text}")
     g.ck.uses_shared = True
     space = "shared::cluster" if dst_space == "shared::cluster" else "shared"
     dst, mbar = address(g, ins, ops[0], space), address(g, ins, ops[2], space)
     tmap, coords = _tensor_operand(g, ins, ops[1], _DIMS[dim])
-    mask = _integer(g, ins, ops[3], "u16") if multicast else "None"
+    offsets = _im2col_offsets(g, ins, ops[3], _DIMS[dim]) if im2col else "None"
+    mask = _integer(g, ins, ops[-1], "u16") if multicast else "None"
     g.emit(f"_tma_load(C, {dst}, {tmap}, {coords}, {mbar}, {mask}, {_DIMS[dim]}, {_iid(g, ins)}, "
-           f"{_guard(g, ins)})")
+           f"{_guard(g, ins)}, {offsets})")
+
+
+def _im2col_offsets(g, ins, op, rank: int) -> str:
+    """The expression of im2colOffsets' tuple: rank - 2 16-bit offsets, W first."""
+    if not isinstance(op, Vec) or len(op.elems) != rank - 2 or any(e is None for e in op.elems):
+        raise PtxError(ins.line, f"a .{rank}d im2col load takes {rank - 2} im2colOffsets {{..}}: {ins.text}")
+    return "(" + "".join(f"{_integer(g, ins, e, 'u16')}, " for e in op.elems) + ")"
 
 
 def _emit_store(g, ins, m, dim, src_space, op, hint) -> None:
@@ -206,7 +231,7 @@ def _issuers(C, guard):
     return act, C.batch_lanes(active, None)
 
 
-def _maps(C, tmap, act, lanes, rank, iid, guard) -> list:
+def _maps(C, tmap, act, lanes, rank, iid, guard, mode=tensormap.TILE) -> list:
     """The decoded map of each issuing thread, read at its generic address."""
     a = np.broadcast_to(np.asarray(tmap, _U64), (C.n,))
     bad = (a[act] % _U64(tensormap.MAP_ALIGN)) != 0
@@ -228,9 +253,12 @@ def _maps(C, tmap, act, lanes, rank, iid, guard) -> list:
         if m.rank != rank:
             _fault(C, "CUDA_ERROR_LAUNCH_FAILED", int(lanes[j]), iid,
                    f"a tensor map of rank {m.rank} used by a .{rank}d copy")
-        if m.interleave or m.mode != tensormap.TILE:
+        if m.interleave:
+            _fault(C, "CUDA_ERROR_LAUNCH_FAILED", int(lanes[j]), iid, "an interleaved tensor map (not emulated)")
+        if m.mode != mode:
+            names = {tensormap.TILE: "tile", tensormap.IM2COL: "im2col"}
             _fault(C, "CUDA_ERROR_LAUNCH_FAILED", int(lanes[j]), iid,
-                   "an interleaved or im2col tensor map (not emulated) used by a tile copy")
+                   f"an {names[m.mode]} tensor map used by a copy in {names[mode]} mode")
         out.append(m)
     return out
 
@@ -253,6 +281,36 @@ def box_elements(m, c):
         offs = (offs[:, None] + x[None, :] * m.strides[i]).reshape(-1)
         inside = (inside[:, None] & ok[None, :]).reshape(-1)
     return offs, inside
+
+
+def im2col_elements(m, c, offsets):
+    """box_elements of an im2col load: pixelsPerColumn pixels, channelsPerPixel channels each
+    from channel c[0]. The pixels walk the bounding box (lower .. globalDim - 1 + upper in
+    each of W, H, D) from the pixel at c[1:] (W, H, D, N), W fastest, by the element strides,
+    wrapping to the lower corner and on to the next image; each is read at its position plus
+    the im2colOffsets (the filter tap)."""
+    spatial = m.rank - 2
+    lo = np.array(m.lower[:spatial], np.int64)
+    hi = np.array([m.dims[1 + i] - 1 + m.upper[i] for i in range(spatial)], np.int64)
+    step = np.array(m.element_strides[1:1 + spatial], np.int64)
+    count = (hi - lo) // step + 1                 # positions per bounding-box row, column, ...
+    start = (np.asarray(c[1:1 + spatial], np.int64) - lo) // step
+    flat = 0
+    for i in reversed(range(spatial)):            # the start's index in the walk, N outermost
+        flat = flat * count[i] + start[i]
+    flat = flat + int(c[-1]) * int(np.prod(count)) + np.arange(m.pixels, dtype=np.int64)
+    pos = []
+    for i in range(spatial):
+        pos.append(lo[i] + (flat % count[i]) * step[i] + int(offsets[i]))
+        flat = flat // count[i]
+    image = flat
+    chan = c[0] + np.arange(m.channels, dtype=np.int64)
+    offs = chan[None, :] * m.strides[0] + image[:, None] * m.strides[m.rank - 1]
+    inside = ((chan >= 0) & (chan < m.dims[0]))[None, :] & ((image >= 0) & (image < m.dims[-1]))[:, None]
+    for i in range(spatial):
+        offs = offs + pos[i][:, None] * m.strides[1 + i]
+        inside = inside & ((pos[i] >= 0) & (pos[i] < m.dims[1 + i]))[:, None]
+    return offs.reshape(-1), inside.reshape(-1)
 
 
 def _global_bytes(C, m, offs, inside, lane, iid, kind):
@@ -291,12 +349,14 @@ def _check_smem(C, a: int, m, lane, iid, what):
 
 # --- runtime: the instructions ------------------------------------------------------------
 
-def tma_load(C, dst, tmap, coords, mbar, mask, rank, iid, guard) -> None:
+def tma_load(C, dst, tmap, coords, mbar, mask, rank, iid, guard, offsets=None) -> None:
     who = _issuers(C, guard)
     if who is None:
         return
     act, lanes = who
-    maps = _maps(C, tmap, act, lanes, rank, iid, guard)
+    mode = tensormap.TILE if offsets is None else tensormap.IM2COL
+    maps = _maps(C, tmap, act, lanes, rank, iid, guard, mode)
+    offs_by_lane = None if offsets is None else _coords(C, offsets, act)
     cs = _coords(C, coords, act)
     d = np.broadcast_to(np.asarray(dst, _U64), (C.n,))
     mb = np.broadcast_to(np.asarray(mbar, _U64), (C.n,))
@@ -304,7 +364,8 @@ def tma_load(C, dst, tmap, coords, mbar, mask, rank, iid, guard) -> None:
     for j, lane_index in enumerate(np.flatnonzero(act)):
         m, lane = maps[j], int(lanes[j])
         _check_smem(C, int(d[lane_index]), m, lane, iid, "destination")
-        offs, inside = box_elements(m, cs[j])
+        offs, inside = box_elements(m, cs[j]) if offsets is None else \
+            im2col_elements(m, cs[j], offs_by_lane[j] & 0xFFFF)
         tile = np.broadcast_to(_fill(m), (offs.size, m.elem_bytes)).copy()
         tile[inside] = C.memory.u8[_global_bytes(C, m, offs, inside, lane, iid, "load")]
         tile = tile.reshape(-1)

@@ -144,8 +144,8 @@ def test_parser_reads_the_tensor_address_and_names_unknown_forms():
     from lowlevel.emu.engine.decode import load_ptx
     text = LOAD_2D.replace("BYTES", "256").replace("WORDS", "64").replace("SHIFT", "0")
     load_ptx(text)                                  # [%rd3, {%r1, %r2}] parses and decodes
-    bad = text.replace(".tile.mbarrier", ".im2col.mbarrier")
-    with pytest.raises(PtxError, match=r"cp\.async\.bulk\.tensor\.2d.*im2col"):
+    bad = text.replace(".tile.mbarrier", ".tile::gather4.mbarrier")      # sm_100's: not emulated
+    with pytest.raises(PtxError, match=r"instruction 'cp\.async\.bulk\.tensor\.2d.*gather4"):
         load_ptx(bad)
 
 
@@ -379,3 +379,65 @@ def test_what_ptxas_refuses_is_refused(case):
     assert log is None or ("State space mismatch" in log or "not supported on .target 'sm_90'" in log), log
     with pytest.raises(PtxError, match=words):
         load_ptx(text)
+
+
+# An im2col load of an NHWC tensor: 32 pixels of 8 channels, walking the output positions of a
+# 3x3 convolution with padding 1 (pixel box corners -1, -1) from (w, h, n), at filter tap (ow, oh).
+IM2COL = HEAD + r"""
+.visible .entry im2col(.param .align 64 .b8 tmap[128], .param .u64 out_p, .param .s32 c, .param .s32 w,
+                       .param .s32 h, .param .s32 n, .param .u16 ow, .param .u16 oh)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<14>;
+    .reg .b64 %rd<8>;
+    .reg .b16 %rs<3>;
+    .shared .align 1024 .b8 tile[BYTES];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [out_p];
+    ld.param.s32 %r1, [c];                      // first channel
+    ld.param.s32 %r2, [w];                      // the first pixel: W, H, N
+    ld.param.s32 %r10, [h];
+    ld.param.s32 %r11, [n];
+    ld.param.u16 %rs1, [ow];                    // the filter tap, W and H
+    ld.param.u16 %rs2, [oh];
+    mov.b64 %rd2, tmap;
+    cvta.param.u64 %rd3, %rd2;
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, tile;
+    mov.u32 %r5, bar;
+    setp.eq.u32 %p1, %r3, 0;
+    @%p1 mbarrier.init.shared::cta.b64 [%r5], 1;
+    fence.proxy.async.shared::cta;
+    bar.sync 0;
+    @%p1 mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r5], BYTES;
+    @%p1 cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%r4], [%rd3, {%r1, %r2, %r10, %r11}], [%r5], {%rs1, %rs2};
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r5], 0;
+    @!%p2 bra WAIT;
+COPY_OUT
+}
+""".replace("COPY_OUT", COPY_OUT)
+
+
+def test_im2col_load_walks_the_pixel_box(driver, rng):
+    x = rng.standard_normal((2, 6, 10, 16)).astype(np.float32)      # N, H, W, C
+    buf = upload(x)
+    tmap = cuda.TensorMap.im2col(buf, np.float32, x.shape, lower=(-1, -1), upper=(-1, -1), channels=8,
+                                 pixels=32)
+    c, w, h, n = 8, int(rng.integers(-1, 9)), int(rng.integers(-1, 5)), 0
+    ow, oh = int(rng.integers(0, 3)), int(rng.integers(0, 3))
+    nbytes = 32 * 8 * 4
+    out = device_poisoned(nbytes)
+    k = _kernel(IM2COL, "im2col", BYTES=nbytes, WORDS=nbytes // 4)
+    k.launch(1, 128, (tmap, out, np.int32(c), np.int32(w), np.int32(h), np.int32(n), np.uint16(ow),
+                      np.uint16(oh)))
+    got = download(out, (32, 8), np.float32)
+    # the output positions of the convolution, 10 x 6 per image, numbered from (w, h, n)
+    want = np.zeros((32, 8), np.float32)
+    first = n * 60 + (h + 1) * 10 + (w + 1)
+    for k_ in range(32):
+        at = first + k_
+        img, y, xw = at // 60, (at % 60) // 10 - 1 + oh, at % 10 - 1 + ow
+        if img < 2 and 0 <= y < 6 and 0 <= xw < 10:
+            want[k_] = x[img, y, xw, c:c + 8]
+    np.testing.assert_array_equal(got, want)
