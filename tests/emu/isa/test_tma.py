@@ -441,3 +441,80 @@ def test_im2col_load_walks_the_pixel_box(driver, rng):
         if img < 2 and 0 <= y < 6 and 0 <= xw < 10:
             want[k_] = x[img, y, xw, c:c + 8]
     np.testing.assert_array_equal(got, want)
+
+
+# Triton's device-side descriptor: a map built from 128 zero bytes in shared memory by
+# tensormap.replace of every field, published to global memory, then used for a load.
+BUILD = HEAD.replace("8.0", "8.3") + r"""
+.visible .entry build(.param .u64 x_p, .param .u32 rows, .param .u32 cols, .param .u64 gmap_p,
+                      .param .u64 out_p, .param .s32 c0, .param .s32 c1)
+{
+    .reg .pred %p<5>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<12>;
+    .shared .align 1024 .b8 tile[BYTES];
+    .shared .align 128 .b8 smap[128];
+    .shared .align 8 .b64 bar;
+    ld.param.u64 %rd1, [out_p];
+    ld.param.u64 %rd7, [x_p];                   // the tensor: rows x cols float32, row-major
+    ld.param.u32 %r12, [rows];
+    ld.param.u32 %r13, [cols];
+    ld.param.u64 %rd8, [gmap_p];
+    ld.param.s32 %r1, [c0];
+    ld.param.s32 %r2, [c1];
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, tile;
+    mov.u32 %r5, bar;
+    mov.u32 %r10, smap;
+    setp.lt.u32 %p4, %r3, 16;                   // 16 threads zero the map's 16 words
+    shl.b32 %r11, %r3, 3;
+    add.u32 %r11, %r10, %r11;
+    mov.b64 %rd9, 0;
+    @%p4 st.shared.u64 [%r11], %rd9;
+    bar.sync 0;
+    setp.eq.u32 %p1, %r3, 0;
+    @%p1 tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%r10], %rd7;
+    @%p1 tensormap.replace.tile.rank.shared::cta.b1024.b32 [%r10], 1;          // rank 2
+    @%p1 tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%r10], 0, 32;   // 32 floats: 128 bytes
+    @%p1 tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%r10], 1, 16;
+    @%p1 tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%r10], 0, %r13;
+    @%p1 tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%r10], 1, %r12;
+    mul.wide.u32 %rd10, %r13, 4;
+    @%p1 tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%r10], 0, %rd10;   // row bytes
+    @%p1 tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%r10], 0, 1;
+    @%p1 tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%r10], 1, 1;
+    @%p1 tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%r10], 7;      // .f32 in the ISA's table
+    @%p1 tensormap.replace.tile.interleave_layout.shared::cta.b1024.b32 [%r10], 0;
+    @%p1 tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%r10], 3;  // 128B
+    @%p1 tensormap.replace.tile.fill_mode.shared::cta.b1024.b32 [%r10], 1;     // NaN outside
+    bar.sync 0;
+    tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%rd8], [%r10], 128;
+    fence.proxy.tensormap::generic.acquire.gpu [%rd8], 128;
+    @%p1 mbarrier.init.shared::cta.b64 [%r5], 1;
+    fence.proxy.async.shared::cta;
+    bar.sync 0;
+    @%p1 mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r5], BYTES;
+    @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r4], [%rd8, {%r1, %r2}], [%r5];
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r5], 0;
+    @!%p2 bra WAIT;
+COPY_OUT
+}
+""".replace("COPY_OUT", COPY_OUT)
+
+
+def test_a_map_built_on_the_device_field_by_field(driver, rng):
+    x = rng.standard_normal((20, 48)).astype(np.float32)
+    bx = upload(x)
+    gmap = device_poisoned(128)
+    nbytes = 16 * 32 * 4
+    out = device_poisoned(nbytes)
+    c = (int(rng.integers(20, 40)), int(rng.integers(-6, 10)))          # overhangs an edge or two
+    k = _kernel(BUILD, "build", BYTES=nbytes, WORDS=nbytes // 4)
+    k.launch(1, 128, (bx, 20, 48, gmap, out, np.int32(c[0]), np.int32(c[1])))
+    raw = download(out, (nbytes,), np.uint8)
+    padded = np.full((20 + 32, 48 + 64), np.nan, np.float32)
+    padded[16:36, 32:80] = x
+    want = padded[16 + c[1]:32 + c[1], 32 + c[0]:64 + c[0]]
+    got = raw[isa_swizzle(nbytes, 128)].view(np.float32).reshape(16, 32)    # unswizzled
+    np.testing.assert_array_equal(got, want)        # NaN (any NaN) where the box leaves the tensor
