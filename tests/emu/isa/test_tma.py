@@ -518,3 +518,27 @@ def test_a_map_built_on_the_device_field_by_field(driver, rng):
     want = padded[16 + c[1]:32 + c[1], 32 + c[0]:64 + c[0]]
     got = raw[isa_swizzle(nbytes, 128)].view(np.float32).reshape(16, 32)    # unswizzled
     np.testing.assert_array_equal(got, want)        # NaN (any NaN) where the box leaves the tensor
+
+
+REDUCTIONS = {"min": (np.int32, np.minimum), "max": (np.uint32, np.maximum), "xor": (np.uint32, np.bitwise_xor),
+              "inc": (np.uint32, lambda old, b: np.where(old >= b, 0, old + 1).astype(np.uint32)),
+              "dec": (np.uint32, lambda old, b: np.where((old == 0) | (old > b), b, old - 1).astype(np.uint32))}
+
+
+@pytest.mark.parametrize("op", sorted(REDUCTIONS))
+def test_integer_reductions(driver, rng, op):
+    dtype, combine = REDUCTIONS[op]
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, (16, 32), dtype=dtype, endpoint=True)
+    y = rng.integers(info.min, info.max, (16, 32), dtype=dtype, endpoint=True)
+    if op in ("inc", "dec"):                        # small values, so that both branches happen
+        x, y = (rng.integers(0, 8, (16, 32)).astype(dtype) for _ in range(2))
+    bx, by = upload(x), upload(y)
+    src = cuda.TensorMap.tiled(bx, dtype, x.shape, (8, 16))
+    dst = cuda.TensorMap.tiled(by, dtype, y.shape, (8, 16))
+    operation = f"cp.reduce.async.bulk.tensor.2d.global.shared::cta.{op}.tile.bulk_group"
+    k = _kernel(STORE, "store", BYTES=8 * 16 * 4, OPERATION=operation)
+    k.launch(1, 128, (src, dst, *(np.int32(v) for v in (16, 4, 8, 2))))
+    want = y.copy()
+    want[2:10, 8:24] = combine(y[2:10, 8:24], x[4:12, 16:32])
+    np.testing.assert_array_equal(download(by, y.shape, dtype), want)
