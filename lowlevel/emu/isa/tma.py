@@ -55,7 +55,7 @@ from . import bulkcopy, tensormap
 from .addressing import PARAM_WINDOW
 from .cluster import OFFSET_MASK, RANK_SHIFT
 from .memops import address, operands_less_policy
-from .operands import unsupported
+from .operands import needs_target, unsupported
 from .paramaddr import parameter_offset
 from .registry import provide
 from .swizzle import swizzle
@@ -131,6 +131,8 @@ def _emit_load(g, ins, m, dim, dst_space, src_space, hint, im2col) -> None:
         raise PtxError(ins.line, f"a cp.async.bulk.tensor load completes through .{_COMPLETE}: {ins.text}")
     multicast = m.take("multicast::cluster") is not None
     m.done()
+    if dst_space == "shared::cta":
+        needs_target(g, ins, 90, 86, "cp.async.bulk.tensor into .shared::cta")
     want = 3 + im2col + multicast
     ops = operands_less_policy(g, ins, want) if hint else list(ins.operands)
     if len(ops) != want:

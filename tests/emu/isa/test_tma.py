@@ -363,11 +363,16 @@ def test_tensormap_replace_of_the_global_address(driver, rng):
     np.testing.assert_array_equal(got, y[c[1]:c[1] + 8, c[0]:c[0] + 8])
 
 
-@pytest.mark.parametrize("case", ["parameter name as the map", "tensormap.replace on sm_90"])
+@pytest.mark.parametrize("case", ["parameter name as the map", "tensormap.replace on sm_90",
+                                  "a .shared::cta destination before PTX 8.6"])
 def test_what_ptxas_refuses_is_refused(case):
     from lowlevel.emu.engine.decode import load_ptx
     from lowlevel.emu.ptx.errors import PtxError
-    if case == "parameter name as the map":
+    if case.startswith("a .shared::cta"):
+        text = LOAD_2D.replace("shared::cluster.global.tile", "shared::cta.global.tile")
+        text = text.replace("BYTES", "256").replace("WORDS", "64").replace("SHIFT", "0")
+        words = "requires PTX ISA .version 8.6"
+    elif case == "parameter name as the map":
         text = LOAD_2D.replace("[%rd3, {%r1, %r2}], [%r5]", "[tmap, {%r1, %r2}], [%r5]")
         text = text.replace("BYTES", "256").replace("WORDS", "64").replace("SHIFT", "0")
         words = "state space mismatch"
@@ -376,7 +381,8 @@ def test_what_ptxas_refuses_is_refused(case):
         words = "tensormap requires .target sm_90a"
     log = ptxas_refusal(text, "sm_90a" if ".target sm_90a" in text else "sm_90")
     assert log != "", "ptxas takes it"          # (None: no ptxas here to ask)
-    assert log is None or ("State space mismatch" in log or "not supported on .target 'sm_90'" in log), log
+    assert log is None or any(w in log for w in ("State space mismatch", "not supported on .target 'sm_90'",
+                                                  "requires PTX ISA .version 8.6")), log
     with pytest.raises(PtxError, match=words):
         load_ptx(text)
 
