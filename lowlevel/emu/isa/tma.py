@@ -22,7 +22,8 @@ The box: along dimension i, ceil(boxDim[i] / elementStrides[i]) elements at c[i]
 ... (dimension 0 takes every element). Elements outside 0..globalDim[i]-1 (negative
 coordinates too) are not read: a load fills them with zeros, or with NaN when the map asks
 for NAN_REQUEST_ZERO_FMA; a store or reduction skips them. In shared memory the box is dense,
-dimension 0 innermost, and swizzled: byte b of the box lands at swizzle(dst + b) (swizzle.py,
+dimension 0 innermost (a box row narrower than the swizzle span is not padded to it: the
+emulator's reading; Triton and CUTLASS use rows of the full span), and swizzled: byte b of the box lands at swizzle(dst + b) (swizzle.py,
 on the shared address's bits, as the hardware does), so wgmma reads it back with the same mode.
 The destination (source) in shared memory is 128-byte aligned (1024 with the 128B swizzle).
 
