@@ -62,6 +62,18 @@ def _dtype(dtype) -> tuple[int, int]:
     return code, {0: 1, 1: 2, 6: 2, 9: 2, 4: 8, 5: 8, 8: 8}.get(code, 4)
 
 
+def _described(base, dtype, shape, strides):
+    """dtype, shape and strides, each defaulting to what `base`'s __cuda_array_interface__ says."""
+    iface = getattr(base, "__cuda_array_interface__", None)
+    if iface is not None:
+        dtype = np.dtype(iface["typestr"]) if dtype is None else dtype
+        shape = tuple(iface["shape"]) if shape is None else shape
+        strides = iface.get("strides") if strides is None else strides
+    if dtype is None or shape is None:
+        raise ValueError("TensorMap: dtype and shape are required for memory that does not describe itself")
+    return dtype, shape, strides
+
+
 def _u64s(values):
     return (ctypes.c_uint64 * max(1, len(values)))(*values)
 
@@ -86,9 +98,14 @@ class TensorMap:
         return ctypes.string_at(self.address, MAP_BYTES)
 
     @classmethod
-    def tiled(cls, base, dtype, shape, box, strides=None, element_strides=None, swizzle=None,
+    def tiled(cls, base, dtype=None, shape=None, box=None, strides=None, element_strides=None, swizzle=None,
               interleave=None, l2_promotion=None, oob_fill="zero") -> "TensorMap":
-        """cuTensorMapEncodeTiled: boxes of `box` elements out of a tensor of `shape`."""
+        """cuTensorMapEncodeTiled: boxes of `box` elements out of a tensor of `shape`. For an
+        object with `__cuda_array_interface__` (a CUDA tensor), dtype, shape and strides
+        default to its own."""
+        if box is None:
+            raise ValueError("TensorMap.tiled: box is required (elements per dimension, outermost first)")
+        dtype, shape, strides = _described(base, dtype, shape, strides)
         code, size = _dtype(dtype)
         dims, byte_strides = cls._layout(shape, strides, size)
         rank = len(dims)

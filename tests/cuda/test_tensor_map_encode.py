@@ -213,3 +213,12 @@ def test_tensor_map_passes_only_to_a_128_byte_parameter(driver):
     with pytest.raises(TypeError, match=r"parameter 1 .*TensorMap"):
         k.launch(1, 1, (tmap, tmap))
     cuda.synchronize()
+
+
+def test_tensor_map_of_a_cuda_tensor_takes_its_dtype_and_shape(driver):
+    import lowlevel as ll
+    t = ll.randn(64, 128, device="cuda")
+    tmap = cuda.TensorMap.tiled(t, box=(16, 32), swizzle=128)
+    assert tmap.base is t and len(bytes(tmap)) == 128
+    with pytest.raises(ValueError, match="dtype and shape are required"):
+        cuda.TensorMap.tiled(cuda.mem_alloc(1024), box=(4, 4))
