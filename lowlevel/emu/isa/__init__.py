@@ -31,6 +31,11 @@
     asyncopy.py    cp.async
     bulkcopy.py    cp.async.bulk to shared memory, completed on an mbarrier (sm_90)
     swizzle.py     Hopper's shared-memory swizzle (32B/64B/128B), which TMA writes and wgmma reads
+    wgmma.py       wgmma (sm_90a): fence, mma_async, commit_group, wait_group
+    wgmma_shapes.py wgmma.mma_async's shapes and types, its A and D fragments, its arithmetic
+    wgmma_desc.py  wgmma's shared-memory matrix descriptors and canonical (swizzled) layouts
+    wgmma_async.py wgmma's groups, waits and fences, the warpgroup-collective rule, the check
+                   in front of any instruction touching a pending wgmma's registers
     memhints.py    prefetch prefetchu applypriority discard createpolicy
     asyncstore.py  st.async, red.async into a cluster peer's shared memory (sm_90)
     griddep.py     griddepcontrol (programmatic dependent launch): nothing to wait for here
@@ -60,4 +65,4 @@ before it reads the registry; no family imports the decoder.
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
                cvtpack, devassert, electszext, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
                mbarrier, memhints, memops, minmaxmore, mma_sparse, paramaddr, printf, recursion, simd, spacep,
-               specials, vecatom, videoscalar, warp, wmma)
+               specials, vecatom, videoscalar, warp, wgmma, wmma)
