@@ -65,7 +65,7 @@ def state(C) -> WarpgroupState:
 
 def fault(C, iid: int, why: str, lane: int | None = None) -> KernelFault:
     ins = C.ck.instructions[iid]
-    who = f" by {C.who_batch(lane)}" if lane is not None else ""
+    who = f"; {C.who_batch(lane)}" if lane is not None else ""
     return KernelFault(FAULT, f"{C.name}: {why}{who}, PTX line {ins.line}: {ins.text}")
 
 

@@ -27,8 +27,9 @@ swizzling modes"; swizzle.py, which TMA uses too): the 16-byte chunk index, addr
 repeats every 256/512/1024 bytes; a start address not aligned to that repeat needs the
 base offset (start address >> 7) & 7 (PTX ISA, the descriptor's "base offset" field): a
 descriptor whose base offset is neither that nor (for an aligned start) 0 is refused with a
-launch fault, as is a descriptor that differs between the lanes of a warpgroup or names
-bytes outside the CTA's shared window. b1 rows are read as 32 bytes, bit k of a row in byte
+launch fault (CUDA_ERROR_ILLEGAL_INSTRUCTION), as is a descriptor that differs between the
+lanes of a warpgroup; one that names bytes outside the CTA's shared window is
+CUDA_ERROR_ILLEGAL_ADDRESS. b1 rows are read as 32 bytes, bit k of a row in byte
 k//8 at bit k%8.
 """
 from __future__ import annotations
@@ -79,9 +80,9 @@ def offsets(rows: int, size_bits: int, trans: bool, mode: int, lbo, sbo):
     return mi * lbo + w * 16 + ki * sbo + r * 16 * WIDTH[mode] + e * size
 
 
-def _fault(C, why: str, iid: int) -> KernelFault:
+def _fault(C, why: str, iid: int, code: str = "CUDA_ERROR_ILLEGAL_INSTRUCTION") -> KernelFault:
     ins = C.ck.instructions[iid]
-    return KernelFault("CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    return KernelFault(code,
                        f"{C.name}: {why}, PTX line {ins.line}: {ins.text}")
 
 
@@ -122,7 +123,8 @@ def read_matrix(C, desc, cta_base, rows: int, kind: str, trans: bool, which: str
     top = int(addr.max()) + size
     if top > C.smem_window:
         raise _fault(C, f"the {which} matrix descriptor names shared bytes up to {top:#x}, past "
-                        f"the block's shared window of {C.smem_window} bytes", iid)
+                        f"the block's shared window of {C.smem_window} bytes", iid,
+                     "CUDA_ERROR_ILLEGAL_ADDRESS")
     idx = (cta_base[:, None, None] + addr)[..., None] + np.arange(size)
     raw = np.ascontiguousarray(C.smem[idx]).reshape(-1, ROW_BYTES)        # (groups * rows, 32)
     words = raw.view(np.uint32)
