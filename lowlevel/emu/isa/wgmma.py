@@ -210,15 +210,13 @@ def mma(C, spec, d_vals, a, b_desc, scale_d, guard, iid: int):
     def per_group(v, what):
         return uniform(C, per_lane(v).reshape(groups, shapes.WARPGROUP), what, iid)
 
-    C.require_space("shared")
-    base = getattr(C, "cta_base", None)
-    cta_base = base[lanes[::shapes.WARPGROUP]] if base is not None else np.zeros(groups, np.int64)
+    first = lanes[::shapes.WARPGROUP]                 # each warpgroup's first thread
     if a_regs:
         A = shapes.a_from_registers([per_lane(v) for v in a], atype, k, dtype)
     else:
-        A = read_matrix(C, per_group(a, "the A matrix descriptor"), cta_base, shapes.ROWS, atype,
+        A = read_matrix(C, per_group(a, "the A matrix descriptor"), first, shapes.ROWS, atype,
                         trans_a, "A", iid)
-    B = read_matrix(C, per_group(b_desc, "the B matrix descriptor"), cta_base, n, btype, trans_b,
+    B = read_matrix(C, per_group(b_desc, "the B matrix descriptor"), first, n, btype, trans_b,
                     "B", iid).transpose(0, 2, 1)
     Cm = shapes.d_matrix([per_lane(v) for v in d_vals], dtype, n)
     D = shapes.multiply_accumulate(A, B, Cm, (atype, btype, dtype), per_group(scale_d, "scale-d"),

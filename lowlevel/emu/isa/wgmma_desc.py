@@ -107,10 +107,12 @@ def _check_base_offset(C, start, base, mode, which: str, iid: int) -> None:
                         f"when not aligned to the {repeat}-byte swizzle pattern)", iid)
 
 
-def read_matrix(C, desc, cta_base, rows: int, kind: str, trans: bool, which: str, iid: int):
+def read_matrix(C, desc, first_lanes, rows: int, kind: str, trans: bool, which: str, iid: int):
     """Every warpgroup's rows x K matrix (groups, rows, K) of exact values (float64/int64 as
     mma_shapes.elements gives them) named by its descriptor `desc` (uint64 per warpgroup);
-    cta_base: the warpgroup's CTA's offset in C.smem."""
+    first_lanes: the batch lane of each warpgroup's first thread (racecheck sees the read
+    as that thread's)."""
+    cta_base = C.cta_base[first_lanes]
     start, lbo, sbo, base, mode = fields(desc)
     size = max(1, ELEMENT_BITS[kind] // 8)
     addr = np.zeros((start.size, rows, ROW_BYTES // size), np.int64)
@@ -126,6 +128,8 @@ def read_matrix(C, desc, cta_base, rows: int, kind: str, trans: bool, which: str
                         f"the block's shared window of {C.smem_window} bytes", iid,
                      "CUDA_ERROR_ILLEGAL_ADDRESS")
     idx = (cta_base[:, None, None] + addr)[..., None] + np.arange(size)
+    if C.observers:
+        C.notify("shared_access", False, idx.reshape(start.size, -1), 1, first_lanes, iid)
     raw = np.ascontiguousarray(C.smem[idx]).reshape(-1, ROW_BYTES)        # (groups * rows, 32)
     words = raw.view(np.uint32)
     vals = mma_shapes.elements([words[:, i] for i in range(ROW_BYTES // 4)], kind, raw.shape[0])

@@ -199,3 +199,13 @@ def test_sm_90_without_a_is_refused():
     with pytest.raises(PtxError, match="sm_90a"):
         load_ptx(text)
     assert ptxas_refusal(text, "sm_90") != "", "ptxas assembles it"
+
+
+def test_racecheck_sees_the_shared_reads_of_wgmma(mem):
+    """B written by every thread and read by the wgmma with no bar.sync between: a race
+    (read-after-write) for LOWLEVEL_EMU_RACECHECK; with the barrier, none."""
+    from lowlevel.emu.tools.racecheck import RaceCheck
+    out = Buf(mem, n=4 * 128, dtype=np.uint32)
+    for text, races in ((kernel(), False), (kernel().replace("    bar.sync 0;\n", ""), True)):
+        stats = launch(load_ptx(text), "k", 1, 128, out, INTERLEAVE, mem=mem, tools=[RaceCheck()])
+        assert bool(stats.races) == races, stats.races
