@@ -1,7 +1,7 @@
 """wgmma's shared-memory matrix descriptors: the 64-bit format, the canonical layouts, and
 the matrix a descriptor names, read from the CTA's shared memory.
 
-The descriptor (PTX ISA, "Matrix Descriptor Format" of wgmma):
+The descriptor (PTX ISA, "Matrix Descriptor Format" of wgmma, 9.7.15.5.1.2.2 in 9.x):
 
     bits  0-13  start address >> 4            bits 32-45  stride dimension byte offset >> 4
     bits 16-29  leading dimension byte offset >> 4
@@ -11,7 +11,9 @@ The descriptor (PTX ISA, "Matrix Descriptor Format" of wgmma):
 Every wgmma reads a 32-byte slice along K of each row of A (64 rows) and B (N rows): K
 elements of its type (f16: 16). Shared memory holds them in core matrices of 8 rows of 16
 bytes (T = 16 bytes / element size elements). The canonical layouts (PTX ISA, "Shared
-Memory Matrix Layout", its table of canonical layouts; CUTLASS writes the same ones in
+Memory Matrix Layout" (9.7.15.5.1.2 in PTX ISA 9.x), its table of canonical layouts and its
+strides: LBO is "not used" by swizzled K-major layouts and steps along MN between
+swizzle-width groups in swizzled MN-major ones; CUTLASS writes the same layouts in
 cute/atom/mma_traits_sm90_gmma.hpp), as byte offsets from the start address of element
 (mn, k), mn = 8*mi + r, k = T*kc + e for K-major; k = 8*ki + r, mn = T*c + e for MN-major
 (imm-trans 1, .f16/.bf16 only), W = swizzle width / 16 (2, 4, 8), c = W*mi + w:
@@ -24,9 +26,11 @@ cute/atom/mma_traits_sm90_gmma.hpp), as byte offsets from the start address of e
 A swizzled layout is then permuted by the address swizzle of its mode (PTX ISA, "Tensor
 swizzling modes"; swizzle.py, which TMA uses too): the 16-byte chunk index, address bits
 4.., is XORed with the row inside the pattern, bits 7.., on the shared address. The pattern
-repeats every 256/512/1024 bytes; a start address not aligned to that repeat needs the
-base offset (start address >> 7) & 7 (PTX ISA, the descriptor's "base offset" field): a
-descriptor whose base offset is neither that nor (for an aligned start) 0 is refused with a
+repeats every 256/512/1024 bytes; a pattern that does not start on that boundary needs the
+base offset (pattern start >> 7) & 7, else 0 (PTX ISA, the descriptor's "base offset"
+field). The swizzle is applied to absolute shared addresses, which is what the ISA's rule
+makes the base offset stand for; a descriptor whose base offset disagrees with its start
+address (neither (start >> 7) & 7 nor, for a start on the boundary, 0) is refused with a
 launch fault (CUDA_ERROR_ILLEGAL_INSTRUCTION), as is a descriptor that differs between the
 lanes of a warpgroup; one that names bytes outside the CTA's shared window is
 CUDA_ERROR_ILLEGAL_ADDRESS. b1 rows are read as 32 bytes, bit k of a row in byte
