@@ -1,8 +1,10 @@
 """Matmuls compiled by the real Triton compiler for sm_90a (wgmma with Triton's own
 shared-memory layouts, swizzles and descriptors, software-pipelined with wait_group 1)
 run on the GPU in use and agree with numpy: f16, bf16, tf32, e4m3, e5m2 and int8, A and
-B in either major order, tiles chosen so that Triton picks each swizzle. Compiled at
-test time where triton is installed (no GPU needed to compile), skipped elsewhere.
+B in either major order, tiles chosen so that Triton picks each swizzle; and a flash
+attention forward (P @ V with A from registers, the accumulator rescaled between the
+products). Compiled at test time where triton is installed (no GPU needed to compile),
+skipped elsewhere.
 Kernels with tensor descriptors (TMA) are not here: they need cp.async.bulk.tensor.
 """
 import numpy as np
@@ -103,3 +105,54 @@ def test_triton_matmul_sm90(driver, rng, name):
         return
     bound = (k + 1) * np.finfo(np.float32).eps * (np.abs(a) @ np.abs(b))
     assert (np.abs(got - want) <= bound).all(), np.abs(got - want).max()
+
+
+@triton.jit
+def attention(Q, K, V, O, N_CTX, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rd = tl.arange(0, D)
+    q = tl.load(Q + rm[:, None] * D + rd[None, :])
+    m_i = tl.full([BM], -float("inf"), tl.float32)
+    l_i = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, D], tl.float32)
+    for s in range(0, N_CTX, BN):
+        k = tl.load(K + (s + rn)[None, :] * D + rd[:, None])
+        qk = tl.dot(q, k)
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.exp(qk - m_new[:, None])
+        alpha = tl.exp(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = tl.load(V + (s + rn)[:, None] * D + rd[None, :])
+        acc = tl.dot(p.to(tl.float16), v, acc)
+        m_i = m_new
+    tl.store(O + rm[:, None] * D + rd[None, :], acc / l_i[:, None])
+
+
+@pytest.mark.parametrize("warps, stages", [(4, 2), (8, 3)])
+def test_triton_flash_attention_sm90(driver, rng, warps, stages):
+    if cuda.Device(0).compute_capability != (9, 0):
+        pytest.skip("sm_90a kernels run on compute capability 9.0 only (H100, H200)")
+    from triton.backends.compiler import GPUTarget
+    bm, bn, d, n_ctx = 64, 64, 64, 256
+    sig = {"Q": "*fp16", "K": "*fp16", "V": "*fp16", "O": "*fp32", "N_CTX": "i32", "D": "constexpr",
+           "BM": "constexpr", "BN": "constexpr"}
+    src = triton.compiler.ASTSource(fn=attention, signature=sig, constexprs={"D": d, "BM": bm, "BN": bn})
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+    ptx = k.asm["ptx"]
+    assert "wgmma.mma_async" in ptx and "}, {%r" in ptx            # P @ V takes A from registers
+    q, kk, v = (rng.standard_normal((n_ctx, d)).astype(np.float16) for _ in range(3))
+    out = upload(poisoned((n_ctx, d), np.float32))
+    f = cuda.Module.from_ptx(ptx).get_function(k.metadata.name)
+    f.launch(n_ctx // bm, 32 * warps, [upload(q), upload(kk), upload(v), out, np.int32(n_ctx), 0, 0],
+             shared_mem=k.metadata.shared)
+    got = download(out, (n_ctx, d))
+    s = q.astype(np.float64) @ kk.astype(np.float64).T
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    v = v.astype(np.float64)
+    # P is rounded to f16 for P @ V (2^-11 relative, 2^-25 absolute below f16's normals);
+    # f32 sums and exp are far finer
+    bound = 2.0**-10 * (p @ np.abs(v)) + n_ctx * 2.0**-24 * np.abs(v).max()
+    assert (np.abs(got - p @ v) <= bound).all(), np.abs(got - p @ v).max()
