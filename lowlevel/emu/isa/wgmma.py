@@ -62,8 +62,9 @@ def emit_wgmma(g, ins) -> None:
     guard = guard if guard is not None else "None"
     if kind == "wait_group":
         (n,) = operands(ins, 1)
-        if not isinstance(n, Imm) or n.is_float or not 0 <= n.value <= 7:
-            raise PtxError(ins.line, f"wgmma.wait_group takes an integer constant 0..7: {ins.text}")
+        if not isinstance(n, Imm) or n.is_float or n.value < 0:
+            raise PtxError(ins.line, f"wgmma.wait_group takes a non-negative integer constant: "
+                                     f"{ins.text}")
         g.emit(f"_wgmma_wait(C, {int(n.value)}, {guard}, {iid})")
         return
     operands(ins, 0)

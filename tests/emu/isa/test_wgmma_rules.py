@@ -209,3 +209,17 @@ def test_racecheck_sees_the_shared_reads_of_wgmma(mem):
     for text, races in ((kernel(), False), (kernel().replace("    bar.sync 0;\n", ""), True)):
         stats = launch(load_ptx(text), "k", 1, 128, out, INTERLEAVE, mem=mem, tools=[RaceCheck()])
         assert bool(stats.races) == races, stats.races
+
+
+def test_wait_group_1_completes_all_but_the_newest_group(mem):
+    """Two groups on two accumulators; wait_group 1: the first is complete (its registers
+    may be read), the second still pending (reading it faults), as in a pipelined loop."""
+    second = MMA.replace("{%d0, %d1, %d2, %d3}", "{%e0, %e1, %e2, %e3}")
+    prologue = ".reg .b32 %e<4>;\n    " + "\n    ".join(f"mov.b32 %e{i}, 0;" for i in range(4))
+    body = MMA + "\n    wgmma.commit_group.sync.aligned;\n    " + second
+    wait = "wgmma.wait_group.sync.aligned 1;\n    mov.b32 %r2, %d0;"
+    text = kernel(prologue=prologue, body=body, wait=wait)
+    assert not ptxas_refusal(text, "sm_90a")
+    np.testing.assert_array_equal(run(mem, text), 0)
+    late = kernel(prologue=prologue, body=body, wait=wait + "\n    mov.b32 %r3, %e2;")
+    assert_faults(mem, late, "%e2", "pending")
