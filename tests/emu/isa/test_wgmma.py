@@ -33,6 +33,7 @@ CASES = {
                                               b=O(swizzle=64, sbo=512), satfinite=True),
     "m64n48k32.s32.u8 wraps, A in registers": wk.Case("s32", "u8", "u8", 48, b=O(lbo=1024, sbo=128)),
     "m64n16k256.s32.b1 and.popc": wk.Case("s32", "b1", "b1", 16, a=O(swizzle=32, sbo=256), b=O(swizzle=32, sbo=256)),
+    "m64n8k256.s32.b1, A in registers": wk.Case("s32", "b1", "b1", 8, b=O(lbo=128, sbo=256)),
     "m64n64k16 MN-major A and B, 128B x2": wk.Case("f32", "f16", "f16", 64, blocks=2,
                                                    a=O(mn_major=True, swizzle=128, lbo=2048, sbo=1024),
                                                    b=O(mn_major=True, swizzle=128, lbo=2048, sbo=1024)),
