@@ -212,13 +212,15 @@ def mma(C, spec, d_vals, a, b_desc, scale_d, guard, iid: int):
         return uniform(C, per_lane(v).reshape(groups, shapes.WARPGROUP), what, iid)
 
     first = lanes[::shapes.WARPGROUP]                 # each warpgroup's first thread
+    reads: list = []
     if a_regs:
         A = shapes.a_from_registers([per_lane(v) for v in a], atype, k, dtype)
     else:
         A = read_matrix(C, per_group(a, "the A matrix descriptor"), first, shapes.ROWS, atype,
-                        trans_a, "A", iid)
+                        trans_a, "A", iid, reads)
     B = read_matrix(C, per_group(b_desc, "the B matrix descriptor"), first, n, btype, trans_b,
-                    "B", iid).transpose(0, 2, 1)
+                    "B", iid, reads).transpose(0, 2, 1)
+    wgmma_async.pending_reads(C, first, reads, iid)
     Cm = shapes.d_matrix([per_lane(v) for v in d_vals], dtype, n)
     D = shapes.multiply_accumulate(A, B, Cm, (atype, btype, dtype), per_group(scale_d, "scale-d"),
                                    scale_a, scale_b, sat)

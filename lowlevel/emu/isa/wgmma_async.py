@@ -15,7 +15,10 @@ writes d at once, so it must make sure nothing can see that early: an instructio
 reads or writes such a register before the covering wait faults (CUDA_ERROR_ILLEGAL_INSTRUCTION,
 naming the instruction, its PTX line, the register and the wgmma). Another mma_async may use
 a pending accumulator as its own accumulator with the same shape and types (the chained
-accumulation the ISA orders by itself), and read pending A registers as its own A.
+accumulation the ISA orders by itself), and read pending A registers as its own A. The
+shared-memory operands were read at issue too; a GPU may read them until the wait, so the
+wait that completes a group checks that the bytes its mma_asyncs read are unchanged, and
+faults if they were written in between.
 
 The fence: wgmma.fence must come between any other access to a register and a mma_async
 that uses it as accumulator or A (and before the first mma_async of a warpgroup). A
@@ -53,6 +56,8 @@ class WarpgroupState:
         self.dirty = np.ones((len(names), n_lanes), bool)
         self.role = [None] * len(names)                 # ("d", shape, types) or ("a",)
         self.issuer = [0] * len(names)                  # instruction id of that mma_async
+        # the shared bytes pending mma_asyncs read: (first lanes, group, iid, indices, values)
+        self.reads: list = []
 
 
 def state(C) -> WarpgroupState:
@@ -112,6 +117,35 @@ def wait(C, newest: int, guard, iid: int) -> None:
     _, lanes = warpgroups(C, guard, "wgmma.wait_group", iid)
     st = state(C)
     st.retired[lanes] = np.maximum(st.retired[lanes], st.committed[lanes] - newest)
+    _check_reads(C, st, iid)
+
+
+def pending_reads(C, first_lanes, reads: list, iid: int) -> None:
+    """A mma_async of the warpgroups led by `first_lanes` read these shared bytes
+    (wgmma_desc.read_matrix): they belong to it until a wait covers its group."""
+    st = state(C)
+    group = st.committed[first_lanes]
+    st.reads += [(first_lanes, group, iid, idx, raw) for idx, raw in reads]
+
+
+def _check_reads(C, st, wait_iid: int) -> None:
+    """The emulator read the operands of a mma_async when it issued; a GPU may read them
+    any time until the wait. So shared memory they came from must be unchanged when a wait
+    completes the group: else the product is undefined, and this faults."""
+    keep = []
+    for first, group, mma_iid, idx, raw in st.reads:
+        done = group < st.retired[first]
+        if done.any():
+            changed = (C.smem[idx[done]] != raw[done]).any(axis=1)
+            if changed.any():
+                mma = C.ck.instructions[mma_iid]
+                raise fault(C, wait_iid, f"shared memory that the wgmma.mma_async at PTX line "
+                                        f"{mma.line} reads was written before a wgmma.wait_group "
+                                        f"completed it (undefined on a GPU)",
+                            int(first[done][np.argmax(changed)]))
+        if not done.all():
+            keep.append((first[~done], group[~done], mma_iid, idx[~done], raw[~done]))
+    st.reads = keep
 
 
 def _pending(st, idx, lanes):

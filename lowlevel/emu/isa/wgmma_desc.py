@@ -111,11 +111,13 @@ def _check_base_offset(C, start, base, mode, which: str, iid: int) -> None:
                         f"when not aligned to the {repeat}-byte swizzle pattern)", iid)
 
 
-def read_matrix(C, desc, first_lanes, rows: int, kind: str, trans: bool, which: str, iid: int):
+def read_matrix(C, desc, first_lanes, rows: int, kind: str, trans: bool, which: str, iid: int,
+                reads: list):
     """Every warpgroup's rows x K matrix (groups, rows, K) of exact values (float64/int64 as
     mma_shapes.elements gives them) named by its descriptor `desc` (uint64 per warpgroup);
     first_lanes: the batch lane of each warpgroup's first thread (racecheck sees the read
-    as that thread's)."""
+    as that thread's). Appends to `reads` the shared bytes read, (groups, bytes) indices
+    into C.smem and their values, which must not change until the wait (wgmma_async.py)."""
     cta_base = C.cta_base[first_lanes]
     start, lbo, sbo, base, mode = fields(desc)
     size = max(1, ELEMENT_BITS[kind] // 8)
@@ -135,6 +137,7 @@ def read_matrix(C, desc, first_lanes, rows: int, kind: str, trans: bool, which: 
     if C.observers:
         C.notify("shared_access", False, idx.reshape(start.size, -1), 1, first_lanes, iid)
     raw = np.ascontiguousarray(C.smem[idx]).reshape(-1, ROW_BYTES)        # (groups * rows, 32)
+    reads.append((idx.reshape(start.size, -1), raw.reshape(start.size, -1)))
     words = raw.view(np.uint32)
     vals = mma_shapes.elements([words[:, i] for i in range(ROW_BYTES // 4)], kind, raw.shape[0])
     return vals.reshape(start.size, rows, -1)

@@ -223,3 +223,15 @@ def test_wait_group_1_completes_all_but_the_newest_group(mem):
     np.testing.assert_array_equal(run(mem, text), 0)
     late = kernel(prologue=prologue, body=body, wait=wait + "\n    mov.b32 %r3, %e2;")
     assert_faults(mem, late, "%e2", "pending")
+
+
+def test_shared_operand_written_before_the_wait_faults(mem):
+    """The GPU may read B any time until the wait: a store to it in between makes the
+    product undefined, so the wait that completes the group faults (the emulator read B
+    when the mma_async issued)."""
+    text = kernel(wait="st.shared.b32 [%r2], %r0;\n    wgmma.wait_group.sync.aligned 0;")
+    assert not ptxas_refusal(text, "sm_90a")
+    assert_faults(mem, text, "shared memory", "written before a wgmma.wait_group", "wgmma.wait_group")
+    # after the wait the bytes are free again
+    text = kernel(wait="wgmma.wait_group.sync.aligned 0;\n    st.shared.b32 [%r2], %r0;")
+    np.testing.assert_array_equal(run(mem, text), 0)
