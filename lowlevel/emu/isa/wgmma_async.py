@@ -192,10 +192,12 @@ def issue(C, lanes, d_idx: tuple, a_idx: tuple, role: tuple, iid: int) -> None:
                                     f"since the last wgmma.fence (or no wgmma.fence came before "
                                     f"this mma_async): the PTX ISA requires wgmma.fence between "
                                     f"them", int(lanes[j]))
-    for t in d_idx:                 # a pending accumulator chains only into the same shape
-        hit = _pending(st, [t], lanes)
-        if hit is not None and st.role[t] != role:
-            raise _pending_fault(C, st, t, hit[1], iid, "wgmma.mma_async uses")
+    if d_idx:                       # a pending accumulator chains only into the same shape
+        busy = st.busy[np.ix_(list(d_idx), lanes)] >= st.retired[lanes]
+        for r in np.flatnonzero(busy.any(axis=1)):
+            if st.role[d_idx[r]] != role:
+                lane = int(lanes[int(np.argmax(busy[r]))])
+                raise _pending_fault(C, st, d_idx[r], lane, iid, "wgmma.mma_async uses")
     hit = _pending(st, [t for t in a_idx if st.role[t] != ("a",)], lanes)
     if hit is not None:
         t = [t for t in a_idx if st.role[t] != ("a",)][hit[0]]
