@@ -5,6 +5,7 @@
     emu_engine.py        device buffers in an emulated DeviceMemory, launches straight through
                          the engine (tests/emu)
     float_reference.py   exact-rational references for rounding modes (tests/emu)
+    wgmma_kernels.py     wgmma test kernels: the ISA's shared-memory layouts and fragments
 
 Imported as `from helpers.memory import upload`: pyproject's pytest `pythonpath` puts tests/
 on sys.path.

@@ -45,7 +45,7 @@ from ..isa.mbarrier import is_wait
 from ..isa.warpmask import sync_kind
 from ..isa.memops import after_barrier, ends_block
 from ..isa.operands import Mods, operands, unsupported, view_name
-from ..isa.registry import RUNTIME, SPECIAL_READERS, lookup
+from ..isa.registry import RUNTIME, SPECIAL_READERS, WATCHERS, lookup
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Imm, Instruction, Kernel, PtxModule, Reg, Sym
 from ..ptx.parser import parse_ptx
@@ -368,6 +368,8 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
             if ins.syntax_error is not None:
                 raise ins.syntax_error
             _check_float_immediates(ins)
+            for watcher in WATCHERS:        # checks in front of the instruction (registry.py)
+                watcher(g, ins)
             emitter(g, ins)
         fma32.flush(g)
         if ret is None:

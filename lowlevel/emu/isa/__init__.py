@@ -35,6 +35,11 @@
     tma.py         cp.async.bulk.tensor loads, stores, prefetches; cp.reduce.async.bulk.tensor; bulk groups
     tmareduce.py   cp.reduce.async.bulk.tensor's arithmetic by element type
     tensormap_ops.py tensormap.replace, tensormap.cp_fenceproxy (sm_90a)
+    wgmma.py       wgmma (sm_90a): fence, mma_async, commit_group, wait_group
+    wgmma_shapes.py wgmma.mma_async's shapes and types, its A and D fragments, its arithmetic
+    wgmma_desc.py  wgmma's shared-memory matrix descriptors and canonical (swizzled) layouts
+    wgmma_async.py wgmma's groups, waits and fences, the warpgroup-collective rule, the check
+                   in front of any instruction touching a pending wgmma's registers
     memhints.py    prefetch prefetchu applypriority discard createpolicy
     asyncstore.py  st.async, red.async into a cluster peer's shared memory (sm_90)
     griddep.py     griddepcontrol (programmatic dependent launch): nothing to wait for here
@@ -64,4 +69,4 @@ before it reads the registry; no family imports the decoder.
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
                cvtpack, devassert, electszext, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
                mbarrier, memhints, memops, minmaxmore, mma_sparse, paramaddr, printf, recursion, simd, spacep,
-               specials, tensormap_ops, vecatom, videoscalar, warp, wmma)
+               specials, tensormap_ops, vecatom, videoscalar, warp, wgmma, wmma)

@@ -4,6 +4,8 @@
     RUNTIME          name -> helper that generated code calls (`_popc`, `_shfl`, ...)
     SPECIAL_READERS  special register -> reader(gen, ins, ptype): an expression computed on
                      the fly (%clock, %lanemask_lt, ...)
+    WATCHERS         watcher(gen, ins), called before every instruction's emitter: may emit
+                     a check in front of it (wgmma_async.py: registers of a pending wgmma)
 
 An emitter registers for an opcode and a form: ANY takes every instruction of that opcode;
 a type family ("f16", "bf16": the half types and their pairs) takes the instructions of
@@ -40,6 +42,7 @@ TYPE_FAMILIES = {"f16": "f16", "f16x2": "f16", "bf16": "bf16", "bf16x2": "bf16",
 EMITTERS: dict[tuple[str, str], Callable] = {}
 RUNTIME: dict[str, object] = {}
 SPECIAL_READERS: dict[str, Callable] = {}
+WATCHERS: list[Callable] = []
 
 
 def register(emitter: Callable, *opcodes: str, forms=(ANY,)) -> Callable:
@@ -66,6 +69,13 @@ def special_register(name: str, reader: Callable) -> None:
     if name in SPECIAL_READERS:
         raise RuntimeError(f"special register {name} registered twice")
     SPECIAL_READERS[name] = reader
+
+
+def watch(watcher: Callable) -> None:
+    """Call `watcher(gen, ins)` before each instruction is emitted, in every kernel."""
+    if watcher in WATCHERS:
+        raise RuntimeError(f"watcher {watcher.__qualname__} registered twice")
+    WATCHERS.append(watcher)
 
 
 def forms_of(ins: Instruction) -> list[str]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-# CUtensorMapSwizzle's numbering, which wgmma's descriptor also uses (in its own field order)
+# CUtensorMapSwizzle's numbering (wgmma's descriptor numbers the modes the other way round:
+# 1 is 128B, 3 is 32B; wgmma_desc.py maps them)
 NONE, B32, B64, B128 = 0, 1, 2, 3
 SPAN_BYTES = {NONE: 0, B32: 32, B64: 64, B128: 128}
 REPEAT_BYTES = {NONE: 16, B32: 256, B64: 512, B128: 1024}

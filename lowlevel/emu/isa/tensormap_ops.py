@@ -39,7 +39,7 @@ _SCOPES = {"cta", "cluster", "gpu", "sys"}
 
 
 def _needs_sm90a(ins: Instruction, g) -> None:
-    if g.ck.kernel.binary_version != 90 or not getattr(g.ck.kernel, "arch_specific", False):
+    if g.ck.kernel.target != "sm_90a":
         raise PtxError(ins.line, f"{ins.opcode} requires .target sm_90a: {ins.text}")
     needs_target(g, ins, 90, 83, f"{ins.opcode}.{ins.mods[0] if ins.mods else ''}")
 

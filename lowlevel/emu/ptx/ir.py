@@ -174,6 +174,7 @@ class Kernel:
     maxclusterrank: int | None = None
     ptx_version: int = 0
     binary_version: int = 0
+    target: str = ""               # the module's .target, suffix kept (sm_90a)
     compiled: object = field(default=None, repr=False)   # codegen.CompiledKernel (load_ptx)
     module_shared: list = field(default_factory=list)    # module-scope .shared it may use
     module_variables: dict = field(default_factory=dict, repr=False)  # name -> Variable

@@ -300,7 +300,7 @@ def parse_ptx(text: str) -> PtxModule:
     for k in list(mod.kernels.values()) + list(mod.functions.values()):
         k.ptx_version = ptx_version
         k.binary_version = binary_version
-        k.arch_specific = mod.target.endswith("a")     # sm_90a: wgmma, setmaxnreg, tensormap.replace
+        k.target = mod.target
     _attach_module_variables(mod)
     return mod
 

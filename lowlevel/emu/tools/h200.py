@@ -3,7 +3,7 @@ one table. timemodel.py turns what an operation did into a duration with these.
 
 Sources: the NVIDIA H200 Tensor Core GPU datasheet (SXM: FP64 34 TFLOP/s, FP64 tensor 67,
 FP32 67, TF32 tensor 494 dense (989 with sparsity), BF16/FP16 tensor 989 dense (1979
-sparse), 141 GB HBM3e at 4.8 TB/s, PCIe Gen5 x16 128 GB/s both directions together),
+sparse), FP8 tensor 1979 dense (3958 sparse), INT8 tensor 1979 TOPS dense, 141 GB HBM3e at 4.8 TB/s, PCIe Gen5 x16 128 GB/s both directions together),
 and the Hopper architecture whitepaper (132 SMs on the SXM part, 128 FP32 and 64 FP64
 lanes per SM and clock, 4 schedulers per SM, 16 special-function lanes, 64 resident warps,
 50 MB L2, boost clock 1.98 GHz: 132 x 128 x 2 x 1.98e9 = 66.9 TFLOP/s FP32).
@@ -36,6 +36,8 @@ class DeviceFigures:
     tensor_fp16_flops: float = 989e12        # FP16/BF16 dense tensor (mma, wgmma)
     tensor_tf32_flops: float = 494e12        # TF32 dense tensor
     tensor_fp64_flops: float = 67e12
+    tensor_fp8_flops: float = 1979e12        # FP8 (e4m3, e5m2) dense tensor
+    tensor_int8_ops: float = 1979e12         # INT8 dense tensor; ESTIMATE: s4/u4/b1 at this rate too
     hbm_bytes_per_s: float = 4.8e12          # HBM3e
     l2_bytes: int = 50 * 2**20               # documented; not modelled (every byte goes to HBM)
     resident_warps_per_sm: int = 64

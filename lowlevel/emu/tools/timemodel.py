@@ -6,7 +6,9 @@ A duration is a Segment: seconds on one resource, using a share of it.
     kernel    roofline: max(compute time, memory time) + a fixed overhead, at least the
               minimum kernel duration. Compute time is the slowest pipe: thread-operations
               of each class (FP32, FP64, integer, SFU, tensor FLOPs, and all of them on the
-              issue slots) over that pipe's rate; memory time is the global bytes loaded and
+              issue slots) over that pipe's rate (tensor FLOPs at the peak of their input
+              type: FP16/BF16, TF32, FP8, INT8, FP64; an mma/wmma counts 2mnk per warp, a
+              wgmma 2mnk per warpgroup); memory time is the global bytes loaded and
               stored over HBM bandwidth (no cache: L2 hits are not modelled). A grid with
               fewer warps than the device needs to reach full rate (SMs x saturating warps)
               runs at that fraction, and uses that share of the SMs (timeline.py lets
@@ -159,6 +161,7 @@ class Mix:
     integer: float = 0.0
     sfu: float = 0.0
     tensor_flops: float = 0.0
+    tensor_seconds: float = 0.0      # the tensor FLOPs over the peak rate of their type
     global_bytes: float = 0.0
 
 
@@ -173,7 +176,17 @@ def _vector(mods) -> int:
     return next((int(m[1:]) for m in mods if m in ("v2", "v4", "v8")), 1)
 
 
-_FIELDS = ("fp32", "fp64", "integer", "sfu", "tensor_flops", "global_bytes")
+_FIELDS = ("fp32", "fp64", "integer", "sfu", "tensor_flops", "tensor_seconds", "global_bytes")
+# a tensor instruction's input type -> the figure of its peak rate
+_TENSOR_RATES = {"e4m3": "tensor_fp8_flops", "e5m2": "tensor_fp8_flops", "s8": "tensor_int8_ops",
+                 "u8": "tensor_int8_ops", "s4": "tensor_int8_ops", "u4": "tensor_int8_ops",
+                 "b1": "tensor_int8_ops", "tf32": "tensor_tf32_flops", "f64": "tensor_fp64_flops"}
+
+
+def tensor_rate(mods, dev: DeviceFigures = H200) -> float:
+    """The peak FLOP/s of a tensor instruction with modifiers `mods`: its input type's
+    (FP16/BF16 when none of the others is named)."""
+    return getattr(dev, next((_TENSOR_RATES[m] for m in mods if m in _TENSOR_RATES), "tensor_fp16_flops"))
 
 
 def instruction_mix(instructions) -> Mix:
@@ -187,7 +200,9 @@ def instruction_mix(instructions) -> Mix:
             if shape:
                 mm, nn, kk = map(int, shape.groups())
                 threads = 128 if op == "wgmma" else 32
-                mix.tensor_flops += 2.0 * mm * nn * kk / threads
+                flops = 2.0 * mm * nn * kk / threads
+                mix.tensor_flops += flops
+                mix.tensor_seconds += flops / tensor_rate(mods)
         elif op in _MEMORY and ("global" in mods or not ({"shared", "local", "param", "const"} & set(mods))):
             mix.global_bytes += _type_bytes(mods) * _vector(mods)
         elif op in _MEMORY or op == "mov":      # shared, local, param: the load/store unit; moves
@@ -226,7 +241,7 @@ def kernel_segment(mix: Mix, thread_instructions: int, threads: int, threads_per
                   mix.fp64 / (dev.fp64_lanes * per_pipe),
                   mix.integer / (dev.int_lanes * per_pipe),
                   mix.sfu / (dev.sfu_lanes * per_pipe),
-                  mix.tensor_flops / (dev.tensor_fp16_flops * dev.tensor_efficiency * share))
+                  mix.tensor_seconds / (dev.tensor_efficiency * share))
     memory = mix.global_bytes / (dev.hbm_bytes_per_s * dev.hbm_efficiency * share)
     seconds = max(max(compute, memory) + dev.kernel_overhead_s, dev.kernel_min_s)
     return Segment("sm", seconds, share, "kernel")
@@ -257,4 +272,4 @@ class KernelTime(Tool):
 
 __all__ = ["KernelTime", "Mix", "Segment", "begin", "copy_segment", "end", "executed_mix", "gemm_segment", "host_segment",
            "instruction_mix", "kernel_segment", "memset_segment", "note", "peak_flops", "peer_segment", "running",
-           "streaming_segment", "timed_host"]
+           "streaming_segment", "tensor_rate", "timed_host"]
