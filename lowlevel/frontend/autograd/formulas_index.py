@@ -16,25 +16,30 @@ from .formulas import NOT_DIFFERENTIABLE, formula
 NOT_DIFFERENTIABLE.update({"argsort", "argmax", "argmin"})
 
 
-@formula("gather", save="inputs")
+# The index is read from the call's arguments (node.meta), not saved: only its values matter,
+# and x's own values are never needed (only its shape), so an in-place write to x after the
+# op (as x[idx] = v makes) does not invalidate the gradient.
+def _index(node):
+    return node.meta["args"][1], node.meta["kwargs"]["dim"]
+
+
+@formula("gather")
 def gather(node, g):
-    x, idx = node.saved()
-    dim = node.meta["kwargs"]["dim"]
-    return call("scatter_add", zeros(x.shape, dtype=g.dtype, device=g.device), idx, g, dim=dim), None
+    idx, dim = _index(node)
+    return call("scatter_add", zeros(node.inputs_meta[0][0], dtype=g.dtype, device=g.device), idx, g, dim=dim), None
 
 
-@formula("scatter_add", save="inputs")
+@formula("scatter_add")
 def scatter_add(node, g):
-    _x, idx, _src = node.saved()
-    return g, None, call("gather", g, idx, dim=node.meta["kwargs"]["dim"])
+    idx, dim = _index(node)
+    return g, None, call("gather", g, idx, dim=dim)
 
 
-@formula("scatter", save="inputs")
+@formula("scatter")
 def scatter(node, g):
     # the overwritten positions of x got src's values: x's gradient is zero there
-    _x, idx, src = node.saved()
-    dim = node.meta["kwargs"]["dim"]
-    blank = zeros(src.shape, dtype=g.dtype, device=g.device)
+    idx, dim = _index(node)
+    blank = zeros(node.inputs_meta[2][0], dtype=g.dtype, device=g.device)
     return call("scatter", g, idx, blank, dim=dim), None, call("gather", g, idx, dim=dim)
 
 
