@@ -65,8 +65,7 @@ def _dim(op: str, dim, ndim: int) -> int:
         raise TypeError(f"{op}: dim must be an int, got {dim!r}")
     top = max(ndim, 1)
     if not -top <= dim < top:
-        raise IndexError(f"{op}: Dimension out of range (expected to be in range of [{-top}, {top - 1}], "
-                         f"but got {dim})")
+        raise IndexError(f"{op}: dim {dim} is out of range (expected to be in range of [{-top}, {top - 1}])")
     return int(dim) % top
 
 

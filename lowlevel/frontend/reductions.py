@@ -49,8 +49,7 @@ def one_dim(op: str, dim, ndim: int) -> int:
         raise TypeError(f"{op}: dim must be an int, got {dim!r}")
     top = builtins.max(ndim, 1)
     if not -top <= dim < top:
-        raise IndexError(f"{op}: Dimension out of range (expected to be in range of [{-top}, {top - 1}], "
-                         f"but got {dim})")
+        raise IndexError(f"{op}: dim {dim} is out of range (expected to be in range of [{-top}, {top - 1}])")
     return dim % top
 
 
@@ -116,7 +115,8 @@ def _extreme(op: str, x, dim, keepdim, other):
         if x.numel() == 0:
             refuse(f"{op}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
                    f"reduction dim with the 'dim' argument.")
-        return ops.max(x) if op == "max" else ops.min(x)
+        out = ops.max(x) if op == "max" else ops.min(x)
+        return out.reshape([1] * x.ndim) if keepdim else out
     d = one_dim(op, dim, x.ndim)
     if x.ndim and x.shape[d] == 0:
         raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
