@@ -1,10 +1,12 @@
 """tests/frontend/torch_snippets/reductions.py run on torch (CPU) and on lowlevel's "cpu"
-and "cuda" (the emulated GPU where no GPU is): every snippet must give torch's values,
-dtypes and shapes, or be refused by both with an exception of torch's type. Skipped where torch is not installed (the
-optional `torch` test extra)."""
+and "cuda" (the emulated GPU where no GPU is), stricter than test_torch_differential.py
+(which runs every snippet file, and where lowlevel may refuse what torch computes): here
+every snippet must give torch's values, named-tuple type, dtypes and shapes, or be refused by
+both with an exception of torch's type. Skipped where torch is not installed (the optional
+`torch` test extra)."""
 import functools
-import importlib.util
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -14,10 +16,15 @@ import lowlevel as ll
 torch = pytest.importorskip("torch", reason="the differential snippets need torch (pip install torch)")
 
 _PATH = pathlib.Path(__file__).resolve().parent / "torch_snippets" / "reductions.py"
-_spec = importlib.util.spec_from_file_location("reduction_snippets", _PATH)
-snippets = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(snippets)
-NAMES = sorted(n for n in dir(snippets) if n.startswith("snippet_"))
+NAMES = sorted(re.findall(r"^def (snippet_\w+)\(", _PATH.read_text(), flags=re.M))
+
+
+def snippets_with(module) -> dict:
+    """The snippet file run with its global T bound to `module` (as the differential test does)."""
+    namespace = {"__name__": "reduction_snippets"}
+    exec(compile(_PATH.read_text(), str(_PATH), "exec"), namespace)     # noqa: S102 - the suite's own file
+    namespace["T"] = module
+    return namespace
 _CREATION = ("tensor", "zeros", "ones", "full", "arange", "empty", "eye", "rand", "randn")
 
 
@@ -32,9 +39,9 @@ class OnDevice:
         return functools.partial(value, device=self.device) if name in _CREATION else value
 
 
-def _outcome(fn, module):
+def _outcome(fn):
     try:
-        return "ok", fn(module)
+        return "ok", fn()
     except Exception as e:          # noqa: BLE001 - a refusal is an outcome to compare
         return "refused", e
 
@@ -70,11 +77,10 @@ def _compare(name, want, got, where):
 
 @pytest.mark.parametrize("where", ["cpu", "cuda"])
 def test_snippets_agree_with_torch(where):
-    module = OnDevice(where)
+    theirs, ours = snippets_with(torch), snippets_with(OnDevice(where))
     silently_different, refused_differently = [], []
     for name in NAMES:
-        fn = getattr(snippets, name)
-        want, got = _outcome(fn, torch), _outcome(fn, module)
+        want, got = _outcome(theirs[name]), _outcome(ours[name])
         if want[0] != got[0]:
             refused_differently.append(f"{name}: torch {want[0]} ({want[1]!r:.100}), lowlevel {got[0]} ({got[1]!r:.200})")
             continue
@@ -87,4 +93,4 @@ def test_snippets_agree_with_torch(where):
             except AssertionError as e:
                 silently_different.append(str(e))
     assert not silently_different and not refused_differently, \
-        "\n".join(["silently different:", *silently_different, "refused by one only:", *refused_differently])
+        "\n".join([f"LOWLEVEL_SNIPPET_SEED={theirs['SEED']}", "silently different:", *silently_different, "refused by one only:", *refused_differently])
