@@ -44,7 +44,7 @@ def check_bounds(op: str, index: Tensor, size: int, dim: int, negative: bool = F
         return
     if index.device.type == "cuda":
         refuse_while_capturing(f"{op} with a tensor index", "its indices are checked on the host first")
-    low, high = int(ops.min(index).item()), int(ops.max(index).item())
+    low, high = stack([ops.min(index), ops.max(index)]).tolist()       # one read back from a device
     bad = high if high >= size else low if low < (-size if negative else 0) else None
     if bad is not None:
         raise IndexOutOfRange(f"{op}: index {bad} is out of bounds for dimension {dim} with size {size}")

@@ -65,10 +65,11 @@ def scatter_add(x: Tensor, idx: Tensor, src: Tensor, dim: int) -> Tensor:
     return _scatter(f"scatter_add_{suffix(x)}", x, idx, src, dim)
 
 
-@register_kernel("scatter_add", CUDA, dtypes=[dt.float16, dt.bfloat16])
-def scatter_add_in_float32(x: Tensor, idx: Tensor, src: Tensor, dim: int) -> Tensor:
-    wide = scatter_add(cast(x, dt.float32), idx, cast(src, dt.float32), dim)
-    return cast(wide, x.dtype)
+@register_kernel("scatter_add", CUDA, dtypes=[dt.float16, dt.bfloat16, dt.bool_])
+def scatter_add_widened(x: Tensor, idx: Tensor, src: Tensor, dim: int) -> Tensor:
+    """float16 and bfloat16 add in float32 (rounded once); bool adds as int32 (!= 0: or)."""
+    wide = _WIDENED[x.dtype]
+    return cast(scatter_add(cast(x, wide), idx, cast(src, wide), dim), x.dtype)
 
 
 def _rows_back(out: Tensor, order: list) -> Tensor:
