@@ -6,6 +6,7 @@ keepdim and dtype=, and the ops that return (values, indices).
              x.max(other) the elementwise maximum)
     amax amin prod cumsum cumprod std var logsumexp norm all any
     sort argsort topk kthvalue
+    softmax (ops.softmax, and a 0-d tensor's: 1)
 
 What the backends have kernels for: sum, mean, max, argmax, argmin (ops.py) and argsort,
 gather, cumsum, cumprod (backends/cpu_indexing.py, backends/cuda/indexing.py). The rest are
@@ -389,14 +390,13 @@ for _op, _fn in _DECOMPOSITIONS.items():
     register_decomposition(_op, _fn)
 
 
-def _softmax(x, dim=-1) -> Tensor:
-    """softmax, where a 0-d tensor is one element (softmax of it is 1, as PyTorch's)."""
+def softmax(x, dim=-1) -> Tensor:
+    """ops.softmax, where a 0-d tensor is one element (softmax of it is 1, as PyTorch's)."""
     if isinstance(x, Tensor) and x.ndim == 0 and dim in (0, -1):
         return ops.softmax(x.reshape(1), 0).reshape(())
     return ops.softmax(x, dim)
 
 
-softmax = _softmax
 _METHODS = {
     "sum": sum, "mean": mean, "max": max, "min": min, "amax": amax, "amin": amin, "prod": prod,
     "cumsum": cumsum, "cumprod": cumprod, "var": var, "std": std, "logsumexp": logsumexp, "norm": norm,
