@@ -297,9 +297,13 @@ def _norm(x: Tensor, p: float, dim, keepdim: bool) -> Tensor:
         return _over(ops.ne(x, 0.0).to(x.dtype), dim, keepdim, ops.sum)
     if p == 1:
         return _over(size, dim, keepdim, ops.sum)
-    if p == 2:
-        return ops.sqrt(_over(x * x, dim, keepdim, ops.sum))
-    return ops.pow(_over(ops.pow(size, p), dim, keepdim, ops.sum), 1.0 / p)
+    total = _over(x * x if p == 2 else ops.pow(size, p), dim, keepdim, ops.sum)
+    # total^(1/p) has an infinite derivative at 0: taken of 1 there and replaced by 0, so the
+    # gradient of a zero norm is 0 (PyTorch's subgradient), never inf * 0 = NaN
+    zero = ops.eq(total, 0.0)
+    safe = ops.where(zero, 1.0, total)
+    root = ops.sqrt(safe) if p == 2 else ops.pow(safe, 1.0 / p)
+    return ops.where(zero, 0.0, root)
 
 
 def all(x, dim=None, keepdim=False) -> Tensor:      # noqa: A001

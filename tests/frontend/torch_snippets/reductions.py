@@ -138,6 +138,18 @@ def snippet_norm_p3(): return d64((5,)).norm(p=3)
 def snippet_norm_int_refused(): return i64((4,)).norm()
 
 
+def snippet_norm_gradient_at_zero():
+    x = T.zeros(2, 3, requires_grad=True)
+    (x.norm() + x.norm(p=3, dim=1).sum() + x.norm(p=1)).backward()
+    return x.grad
+
+
+def snippet_norm_gradient():
+    x = f((2, 3)).requires_grad_()
+    x.norm(dim=0).sum().backward()
+    return x.grad
+
+
 # == all / any ======================================================================================
 def snippet_all_dim(): return T.tensor(data((4, 5), 0, "bool")).all(1)
 def snippet_any_tuple(): return T.tensor(data((3, 4, 5), 0, "bool")).any((0, 2))
