@@ -34,13 +34,19 @@ from .frontend.dtypes import bool_ as bool  # noqa: E402,A001
 from .frontend.interop import from_dlpack  # noqa: E402
 from .frontend.joining import (cat, empty_like, eye, flatten, from_numpy, linspace, ones_like, squeeze,  # noqa: E402
                                stack, unsqueeze, zeros_like)
-from .frontend.ops import (abs, add, all, any, argmax, argmin, clamp, div, eq, exp, expm1, ge, gt, le,  # noqa: E402,A004
-                           log, log1p, lt, masked_select, matmul, max, maximum, mean, min, minimum, mul, ne, neg,
-                           pow, relu, rsqrt, sigmoid, softmax, sqrt, sub, sum, tanh, where)
+from .frontend.ops import (abs, add, argmax, argmin, clamp, div, eq, exp, expm1, ge, gt, le,  # noqa: E402,A004
+                           log, log1p, lt, masked_select, matmul, maximum, minimum, mul, ne, neg,
+                           pow, relu, rsqrt, sigmoid, sqrt, sub, tanh, where)
+from .frontend import return_types  # noqa: E402
+from .frontend.indexing import gather, index_select, masked_fill, nonzero, scatter, scatter_add  # noqa: E402
+from .frontend.reductions import (all, amax, amin, any, argsort, cumprod, cumsum, kthvalue, logsumexp,  # noqa: E402,A004
+                                  max, mean, min, norm, prod, softmax, sort, std, sum, topk, var)
 from .frontend.tensor import Tensor  # noqa: E402
 
 __all__ = [
     "all", "any", "argmax", "argmin", "masked_select",
+    "amax", "amin", "argsort", "cumprod", "cumsum", "kthvalue", "logsumexp", "norm", "prod", "return_types", "sort",
+    "std", "topk", "var", "gather", "index_select", "masked_fill", "nonzero", "scatter", "scatter_add",
     "abs", "clamp", "expm1", "log", "log1p", "min", "minimum", "pow", "rsqrt", "sigmoid", "sqrt", "tanh",
     "cat", "empty_like", "eye", "flatten", "from_numpy", "linspace", "ones_like", "squeeze", "stack", "unsqueeze",
     "zeros_like",

@@ -45,7 +45,7 @@ def cases(rng):
     yield "mean_dim", lambda a: a.mean(d) * 3.0, [x3]
     yield "mean", lambda a: a.mean(), [x3]
     yield "max", lambda a: a.max(), [_distinct(rng, x3.shape)]
-    yield "max_dim", lambda a: a.max(d, keepdim=keep), [_distinct(rng, x3.shape)]
+    yield "max_dim", lambda a: a.max(d, keepdim=keep).values, [_distinct(rng, x3.shape)]
     yield "softmax", lambda a: a.softmax(d), [x3]
     yield "matmul", lambda a, b: a @ b, [rng.standard_normal((m, k)), rng.standard_normal((k, n))]
     yield "matmul_T", lambda a, b: a.T @ b.T, [rng.standard_normal((k, m)), rng.standard_normal((n, k))]
@@ -81,7 +81,56 @@ def cases(rng):
     yield "abs", lambda a: a.abs(), [_distinct(rng, sa)]
     yield "minimum", lambda a, b: ll.minimum(a, b), [_distinct(rng, sa), _distinct(rng, sa) + 0.1]
     yield "clamp", lambda a: a.clamp(-0.5, 0.6), [_distinct(rng, sa)]
-    yield "min_dim", lambda a: a.min(d, keepdim=keep), [_distinct(rng, x3.shape)]
+    yield "min_dim", lambda a: a.min(d, keepdim=keep).values, [_distinct(rng, x3.shape)]
+    yield from reduction_and_index_cases(rng, x3, d, keep)
+
+
+def reduction_and_index_cases(rng, x3, d, keep):
+    """The reductions, sorts and indexing of frontend/reductions.py and indexing.py."""
+    size = x3.shape[d]
+    idx = rng.integers(0, size, x3.shape)
+    rows = rng.integers(0, x3.shape[0], 5)
+
+    def on(a, values):
+        return ll.tensor(values, device=a.device)
+    yield "max_dim_tuple", lambda a: a.max(d)[0] * 2.0, [_distinct(rng, x3.shape)]
+    yield "sort", lambda a: a.sort(d, descending=keep).values, [_distinct(rng, x3.shape)]
+    yield "topk", lambda a: a.topk(1, d).values, [_distinct(rng, x3.shape)]
+    yield "kthvalue", lambda a: a.kthvalue(size, d, keepdim=keep).values, [_distinct(rng, x3.shape)]
+    yield "amax_tuple", lambda a: a.amax((0, 2), keepdim=keep), [_distinct(rng, x3.shape)]
+    yield "sum_tuple", lambda a: a.sum((0, 2), keepdim=keep), [x3]
+    yield "mean_tuple", lambda a: a.mean((1, 2)), [x3]
+    yield "cumsum", lambda a: a.cumsum(d), [x3]
+    yield "cumprod", lambda a: a.cumprod(d), [rng.uniform(0.5, 1.5, x3.shape)]
+    with_zero = rng.uniform(0.5, 1.5, x3.shape)
+    with_zero.reshape(-1)[int(rng.integers(0, with_zero.size))] = 0.0
+    yield "cumprod_zero", lambda a: a.cumprod(d), [with_zero]
+    yield "prod", lambda a: a.prod(), [rng.uniform(0.5, 1.5, x3.shape)]
+    yield "prod_dim", lambda a: a.prod(d, keepdim=keep), [rng.uniform(0.5, 1.5, x3.shape)]
+    yield "var", lambda a: a.var(d, keepdim=keep), [x3]
+    yield "var_tuple", lambda a: a.var((0, 1), correction=0), [x3]
+    yield "std", lambda a: a.std(), [x3]
+    yield "logsumexp", lambda a: a.logsumexp(d, keepdim=keep), [x3]
+    yield "norm", lambda a: a.norm(), [x3]
+    yield "norm_p1_dim", lambda a: a.norm(p=1, dim=d), [_distinct(rng, x3.shape)]
+    yield "norm_p3", lambda a: a.norm(p=3, dim=(0, 2)), [_distinct(rng, x3.shape)]
+    yield "norm_inf", lambda a: a.norm(p=float("inf")), [_distinct(rng, x3.shape)]
+    yield "gather", lambda a: a.gather(d, on(a, idx)), [x3]
+    yield "scatter_add", lambda a, b: a.scatter_add(d, on(a, idx), b), [x3, rng.standard_normal(x3.shape)]
+    # distinct indices along d (with equal ones, which src wins is unspecified, as in PyTorch)
+    perm = np.take(np.argsort(rng.random(x3.shape), axis=d), range(max(1, size // 2)), axis=d)
+    yield "scatter", lambda a, b: a.scatter(d, on(a, perm), b), [x3, rng.standard_normal(x3.shape)]
+    yield "index_select", lambda a: a.index_select(d, on(a, rows % size)), [x3]
+    yield "index_rows", lambda a: a[on(a, rows)], [x3]
+    yield "index_columns", lambda a: a[:, on(a, rows % x3.shape[1])] * 2.0, [x3]
+    yield "index_pairs", lambda a: a[on(a, rows), :, on(a, rows % x3.shape[2])], [x3]
+    yield "masked_fill", lambda a: a.masked_fill(a > 0.0, 0.5), [_distinct(rng, x3.shape)]
+
+    def setitem(a, b):
+        c = a * 1.0
+        c[on(a, rows[:1])] = b
+        return c
+    yield "setitem_rows", setitem, [x3, rng.standard_normal(x3.shape[1:])]
 
 
 def _scalar(f, inputs, w):

@@ -66,7 +66,8 @@ def test_reductions(device, rng, op):
         close(getattr(t, op)(), ref(x.astype(np.float64)), rtol=1e-5, atol=1e-5)
         for dim in range(-ndim, ndim):
             for keepdim in (False, True):
-                close(getattr(ll, op)(t, dim, keepdim), ref(x.astype(np.float64), axis=dim, keepdims=keepdim),
+                got = getattr(ll, op)(t, dim, keepdim)
+                close(got.values if op == "max" else got, ref(x.astype(np.float64), axis=dim, keepdims=keepdim),
                       rtol=1e-5, atol=1e-5)
 
 
@@ -156,7 +157,7 @@ def test_validation_errors_name_both_operands_and_call_no_driver(driver):
         (lambda: a32 * a16, TypeError, r"mul: operands have different dtypes: a is .*float32.*, b is .*float16"),
         (lambda: a32 @ a32, ValueError, r"matmul: a is \(3, 4\) and b is \(3, 4\): inner dimensions 4 and 3 differ"),
         (lambda: a32.sum(2), IndexError, r"sum: dim 2 is out of range"),
-        (lambda: ints.mean(), TypeError, r"mean: needs a floating-point tensor"),
+        (lambda: ints.mean(), TypeError, r"mean\(\): could not infer output dtype. Input dtype must be either a floating"),
     ]
     for make, error, pattern in cases:
         with trace.Recorder() as r:

@@ -5,6 +5,8 @@ and running their backward formulas.
     graph.py      Node, saved tensors with version checks, AccumulateGrad, the backward pass
     formulas.py   one backward formula per differentiable op, written with the frontend ops
     formulas_math.py  those of sqrt ... sigmoid, abs, minimum, pow, t[mask]
+    formulas_index.py  those of gather, scatter, scatter_add, cumsum, cumprod (and so of
+                  max/min(dim), sort, topk, prod, t[idx] built on them)
     record.py     the Autograd dispatch key's kernel (a fallback for every op), the view
                   hook, the in-place hooks, and Tensor.backward / detach / requires_grad_
     views.py      in-place ops on views: the base's CopySlices node, stale views made again
