@@ -18,6 +18,7 @@ from ..dispatch import call
 from . import dtypes as dt
 from .device import Device, device_guard
 from .dtypes import DType, as_dtype
+from .errors import ValueRangeError
 from .shapes import contiguous_strides, shape_args
 from .tensor import Storage, Tensor
 
@@ -103,6 +104,7 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
                0 if stream is None else stream.handle)
     t = _constants.get(key)
     if t is None:
+        check_fits(value, dtype)
         t = from_numpy_values(np.array(value), dtype, device)
         stored = dtype.from_numpy_values(np.array(value))           # as the tensor holds it
         t.scalar_value = t.storage.constant = dtype.to_numpy_values(stored).item()
@@ -127,10 +129,43 @@ def _captured_scalar(value, dtype: DType, device: Device) -> Tensor:
     return t
 
 
+def check_fits(value, dtype: DType) -> None:
+    """Refuse a number that an integer dtype cannot hold, as PyTorch does ("value cannot be
+    converted to type int32 without overflow"), instead of wrapping it."""
+    if dtype in _INT_RANGE and not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.number)):
+        low, high = _INT_RANGE[dtype]
+        if not low <= value <= high:
+            raise ValueRangeError(f"value cannot be converted to type {dtype.name} without overflow: {value}")
+
+
+_INT_RANGE = {dt.int32: (-2 ** 31, 2 ** 31 - 1), dt.int64: (-2 ** 63, 2 ** 63 - 1)}
+
+
+def _check_data_fits(values: np.ndarray, dtype: DType) -> None:
+    """The numbers of a list against the dtype they go into: an int beyond int64 (numpy
+    holds it as uint64 or an object) is refused as PyTorch refuses it ("Overflow when
+    unpacking long long"), and into an integer dtype any number it cannot hold."""
+    if values.dtype.kind not in "iufO" or not values.size or (values.dtype.kind == "f" and dtype not in _INT_RANGE):
+        return
+    flat = values.reshape(-1)
+    if values.dtype.kind == "O":        # numpy's objects: Python ints beyond uint64 among the numbers
+        flat = np.array([v for v in flat.tolist() if isinstance(v, (int, float)) and not isinstance(v, bool)],
+                        dtype=object)
+        if not flat.size:
+            return
+    low, high = flat.min(), flat.max()
+    if values.dtype.kind in "uO" and not dtype.is_float and (low < -2 ** 63 or high >= 2 ** 63):
+        raise ValueRangeError("Overflow when unpacking long long: a value of the data does not fit in int64")
+    check_fits(low, dtype)
+    check_fits(high, dtype)
+
+
 def _default_dtype(values: np.ndarray, data) -> DType:
     if isinstance(data, (np.ndarray, np.generic)):
         return as_dtype(values.dtype)
-    kinds = {"f": dt.float32, "i": dt.int64, "u": dt.int64, "b": dt.bool_}   # as PyTorch does
+    kinds = {"f": dt.float32, "i": dt.int64, "u": dt.int64, "b": dt.bool_, "O": dt.int64}   # as PyTorch does
+    if values.dtype.kind == "O" and any(isinstance(v, float) for v in values.reshape(-1).tolist()):
+        return dt.float32
     if values.dtype.kind not in kinds:
         raise TypeError(f"cannot make a tensor from {type(data).__name__} of {values.dtype}")
     return kinds[values.dtype.kind]
@@ -146,6 +181,8 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
         return _leaf(copy if dtype is None else copy.to(dtype), requires_grad)
     values = np.asarray(data)
     dtype = as_dtype(dtype) if dtype is not None else _default_dtype(values, data)
+    if not isinstance(data, np.ndarray):
+        _check_data_fits(values, dtype)
     return _leaf(from_numpy_values(values, dtype, device), requires_grad)
 
 
@@ -157,11 +194,14 @@ def ones(*shape, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
     return full(shape_args(shape), 1, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def full(shape, value, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
-    """A tensor of `shape` with every element `value`. On CUDA the value's bits are written on
-    the device (memsets or a fill kernel: the backend's "fill"), with no copy of a host array:
-    as fast for a big tensor as for a small one, and allowed inside a CUDA graph capture."""
-    dtype = as_dtype(dtype)
+def full(shape, value, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    """A tensor of `shape` with every element `value`, of `dtype` or, as in PyTorch, of the
+    value's: bool for a bool, int64 for an int, float32 for a float. On CUDA the value's
+    bits are written on the device (memsets or a fill kernel: the backend's "fill"), with no
+    copy of a host array: as fast for a big tensor as for a small one, and allowed inside a
+    CUDA graph capture."""
+    dtype = as_dtype(dtype) if dtype is not None else _number_dtype(value)
+    check_fits(value, dtype)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     device = device if type(device) is Device else Device(device)
     if device.type == "cuda":
@@ -169,6 +209,16 @@ def full(shape, value, dtype=dt.float32, device="cpu", requires_grad=False) -> T
         with device_guard(device.index):                  # queued on the stream of t's own device
             return _leaf(call("fill", t, value), requires_grad)
     return _leaf(from_numpy_values(np.full(shape, value), dtype, device), requires_grad)
+
+
+def _number_dtype(value) -> DType:
+    if isinstance(value, (bool, np.bool_)):
+        return dt.bool_
+    if isinstance(value, (int, np.integer)):
+        return dt.int64
+    if isinstance(value, (float, np.floating)):
+        return dt.float32
+    raise TypeError(f"full: the fill value must be a number, got {type(value).__name__}")
 
 
 def arange(start, stop=None, step=1, dtype=None, device="cpu", requires_grad=False) -> Tensor:
