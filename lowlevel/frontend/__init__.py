@@ -10,6 +10,10 @@
     fast_ops.py   the element-wise ops' common cases, checked and dispatched in one frame
                   (everything else through ops.py's checks)
     inplace.py    copy_, fill_, zero_, add_ ... div_, +=, and t[index] = value
+    promotion.py  type promotion as PyTorch's torch.result_type: the dtype of a OP b, and the
+                  casts that make the operands of it
+    division.py   floor_divide and remainder (// and %, floor semantics), with their operators
+    errors.py     the RuntimeError subclasses raised where PyTorch raises RuntimeError
     joining.py    unsqueeze, squeeze, flatten, cat, stack, *_like, eye, linspace, from_numpy,
                   half/float/double, float(t) and int(t)
     interop.py    DLPack (__dlpack__, from_dlpack) and __cuda_array_interface__
@@ -19,5 +23,5 @@
 Nothing here calls ctypes or knows a kernel: ops go through lowlevel.dispatch, and the
 backends (lowlevel.backends, above this layer) register the kernels.
 """
-from . import (autograd, creation, device, dtypes, fast_ops, inplace, interop, joining, ops, shapes,  # noqa: F401  (they attach Tensor methods)
-               tensor)
+from . import (autograd, creation, device, division, dtypes, errors, fast_ops, inplace, interop, joining, ops,  # noqa: F401  (they attach Tensor methods)
+               promotion, shapes, tensor)
