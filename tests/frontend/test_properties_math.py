@@ -103,7 +103,7 @@ def test_math_ops_refuse_what_they_cannot_take(device):
         with pytest.raises(TypeError, match=f"{op}: expected a tensor, got list"):
             getattr(ll, op)([1.0])
     assert ll.abs(ll.tensor([-3, 2])).numpy().tolist() == [3, 2]
-    with pytest.raises(TypeError, match="pow: needs a floating-point base"):
+    with pytest.raises(TypeError, match="pow: integer powers are not supported"):
         i ** 2
     with pytest.raises(ValueError, match="clamp: at least one of min and max"):
         ll.zeros(2, device=device).clamp()
