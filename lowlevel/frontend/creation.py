@@ -18,7 +18,7 @@ from ..dispatch import call
 from . import dtypes as dt
 from .device import Device, device_guard
 from .dtypes import DType, as_dtype
-from .errors import ValueRangeError
+from .errors import ArgumentError, ShapeError, ValueRangeError
 from .shapes import contiguous_strides, shape_args
 from .tensor import Storage, Tensor
 
@@ -30,12 +30,12 @@ def _leaf(t: Tensor, requires_grad: bool) -> Tensor:
 def empty(*shape, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
     shape = tuple(shape_args(shape))
     if any(s < 0 for s in shape):
-        raise ValueError(f"negative dimension in shape {shape}")
+        raise ShapeError(f"negative dimension in shape {shape}")
     dtype = as_dtype(dtype)
     device = device if type(device) is Device else Device(device)
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes >= 1 << 64:
-        raise ValueError(f"empty: shape {shape} of {dtype.name} is {nbytes} bytes, more than a 64-bit "
+        raise ShapeError(f"empty: shape {shape} of {dtype.name} is {nbytes} bytes, more than a 64-bit "
                          f"address space holds")
     storage = Storage(nbytes, device)
     return _leaf(Tensor(storage, shape, contiguous_strides(shape), 0, dtype), requires_grad)
@@ -203,6 +203,8 @@ def full(shape, value, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     dtype = as_dtype(dtype) if dtype is not None else _number_dtype(value)
     check_fits(value, dtype)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if any(s < 0 for s in shape):
+        raise ShapeError(f"negative dimension in shape {shape}")
     device = device if type(device) is Device else Device(device)
     if device.type == "cuda":
         t = empty(shape, dtype=dtype, device=device)      # (refuses a device that does not exist)
@@ -224,6 +226,8 @@ def _number_dtype(value) -> DType:
 def arange(start, stop=None, step=1, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     if stop is None:
         start, stop = 0, start
+    if step == 0:
+        raise ArgumentError("arange: step must be nonzero")
     values = np.arange(start, stop, step)
     kind = as_dtype(dtype) if dtype else (dt.int64 if values.dtype.kind in "iu" else dt.float32)
     return _leaf(from_numpy_values(values, kind, device), requires_grad)

@@ -12,7 +12,7 @@ none, as in PyTorch. Attached to Tensor: //, %, their reflected and in-place for
 methods floor_divide, remainder, floor_divide_, remainder_.
 """
 from .autograd.formulas import formula, sum_to
-from .errors import DTypeError
+from .errors import DTypeNotImplemented
 from .fast_ops import binary_op
 from .inplace import inplace_op
 from .ops import checked_binary, is_bool
@@ -24,7 +24,7 @@ _remainder = binary_op(checked_binary, "remainder")
 
 def _refuse_bools(op: str, a, b) -> None:
     if is_bool(a) and is_bool(b):
-        raise DTypeError(f"{op}: not implemented for two bool operands (as in PyTorch); convert one with "
+        raise DTypeNotImplemented(f"{op}: not implemented for two bool operands (as in PyTorch); convert one with "
                          f".to(lowlevel.int64)")
 
 

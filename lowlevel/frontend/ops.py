@@ -25,7 +25,7 @@ from . import dtypes as dt
 from .creation import from_numpy_values, full, scalar_tensor
 from .device import Device, on_their_device
 from .dtypes import DType, as_dtype, is_dtype_name
-from .errors import DeviceError, DTypeError
+from .errors import ArgumentError, DeviceError, DTypeError, DTypeNotImplemented, ShapeError
 from .fast_ops import COMMUTATIVE, NUMBER_OVERLOADS, binary_op, unary_op
 from .promotion import binary_dtype, promoted, true_divide_dtype
 from .shapes import broadcast_shapes
@@ -173,7 +173,7 @@ def _unary(op: str, x, floats_only: bool = False) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
     if floats_only and not x.dtype.is_float:
-        raise TypeError(f"{op}: needs a floating-point tensor, got {_describe(x)}")
+        raise DTypeError(f"{op}: needs a floating-point tensor, got {_describe(x)}")
     if trace.active is not None:
         trace.note_validation(op, time.perf_counter() - start)
     return call(op, x)
@@ -181,7 +181,7 @@ def _unary(op: str, x, floats_only: bool = False) -> Tensor:
 
 def neg(x) -> Tensor:
     if isinstance(x, Tensor) and x.dtype.name == "bool":
-        raise TypeError("neg: - on a bool tensor is not supported (as in PyTorch); to invert a mask use "
+        raise DTypeError("neg: - on a bool tensor is not supported (as in PyTorch); to invert a mask use "
                         "ll.eq(mask, False)")
     return _unary("neg", x)
 
@@ -202,7 +202,7 @@ def _reduction(op: str, x, dim, keepdim: bool) -> Tensor:
             raise IndexError(f"{op}: dim {dim} is out of range for a tensor of shape {x.shape}")
         dim = int(dim) % (nd or 1)
     if op == "mean" and not x.dtype.is_float:
-        raise TypeError(f"mean: needs a floating-point tensor, got {_describe(x)}")
+        raise DTypeError(f"mean: needs a floating-point tensor, got {_describe(x)}")
     if op == "max" and (x.numel() == 0 or (dim is not None and x.shape[dim] == 0)):
         raise ValueError(f"max: the reduced dimension of {_describe(x)} is empty")
     if trace.active is not None:
@@ -228,7 +228,7 @@ def max(x, dim=None, keepdim=False) -> Tensor:       # noqa: A001
 def softmax(x, dim=-1) -> Tensor:
     start = time.perf_counter() if trace.active is not None else 0.0
     if not isinstance(x, Tensor) or not x.dtype.is_float:
-        raise TypeError(f"softmax: needs a floating-point tensor, got {_describe(x)}")
+        raise DTypeNotImplemented(f"softmax: needs a floating-point tensor, got {_describe(x)}")
     nd = len(x.shape)
     if nd == 0 or not -nd <= dim < nd:
         raise IndexError(f"softmax: dim {dim} is out of range for a tensor of shape {x.shape}")
@@ -247,13 +247,13 @@ def matmul(a, b) -> Tensor:
     sa, sb = a.shape, b.shape
     na, nb = len(sa), len(sb)
     if not (1 <= na <= 3 and 1 <= nb <= 3):
-        raise ValueError(f"matmul: supports 1-D to 3-D operands, got a {sa} and b {sb}")
+        raise ShapeError(f"matmul: supports 1-D to 3-D operands, got a {sa} and b {sb}")
     k_a = sa[-1]
     k_b = sb[0] if nb == 1 else sb[-2]
     if k_a != k_b:
-        raise ValueError(f"matmul: a is {sa} and b is {sb}: inner dimensions {k_a} and {k_b} differ")
+        raise ShapeError(f"matmul: a is {sa} and b is {sb}: inner dimensions {k_a} and {k_b} differ")
     if na == 3 and nb == 3 and sa[0] != sb[0]:
-        raise ValueError(f"matmul: batch sizes differ: a is {sa}, b is {sb}")
+        raise ShapeError(f"matmul: batch sizes differ: a is {sa}, b is {sb}")
     if trace.active is not None:
         trace.note_validation("matmul", time.perf_counter() - start)
     return _caller(a)("matmul", a, b)
@@ -296,7 +296,7 @@ def clamp(x, min=None, max=None) -> Tensor:         # noqa: A002 - PyTorch's key
         raise TypeError(f"clamp: expected a tensor, got {type(x).__name__}")
     lo, hi = _bound("clamp", x, "min", min), _bound("clamp", x, "max", max)
     if lo is None and hi is None:
-        raise ValueError("clamp: at least one of min and max must be given")
+        raise ArgumentError("clamp: at least one of min and max must be given")
     out = x if lo is None else maximum(x, lo)
     return out if hi is None else minimum(out, hi)
 
@@ -371,9 +371,9 @@ def masked_select(x, mask) -> Tensor:
     if not isinstance(x, Tensor) or not isinstance(mask, Tensor):
         raise TypeError(f"masked_select: needs two tensors, got {type(x).__name__} and {type(mask).__name__}")
     if mask.dtype.name != "bool":
-        raise TypeError(f"masked_select: the mask must be a bool tensor, got {_describe(mask)}")
+        raise DTypeError(f"masked_select: the mask must be a bool tensor, got {_describe(mask)}")
     if mask.device != x.device:
-        raise ValueError(f"masked_select: x is {_describe(x)}, the mask is {_describe(mask)}: different devices")
+        raise DeviceError(f"masked_select: x is {_describe(x)}, the mask is {_describe(mask)}: different devices")
     broadcast_shapes("masked_select", x.shape, mask.shape)
     if x.device.type == "cuda":
         refuse_while_capturing("masked_select (t[mask])", "the size of its result is the count of true "
