@@ -173,7 +173,7 @@ def _unary(op: str, x, floats_only: bool = False) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
     if floats_only and not x.dtype.is_float:
-        raise DTypeError(f"{op}: needs a floating-point tensor, got {_describe(x)}")
+        x = cast(x, dt.float32)         # an integer or bool tensor computes in the default float dtype
     if trace.active is not None:
         trace.note_validation(op, time.perf_counter() - start)
     return call(op, x)
