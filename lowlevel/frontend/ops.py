@@ -103,8 +103,8 @@ def is_bool(x) -> bool:
 
 
 def sub(a, b) -> Tensor:
-    if is_bool(a) and is_bool(b):
-        raise DTypeError("sub: - with two bool operands is not supported (as in PyTorch); to invert a mask use "
+    if is_bool(a) or is_bool(b):
+        raise DTypeError("sub: - with a bool operand is not supported (as in PyTorch); to invert a mask use "
                          "ll.eq(mask, False)")
     return _sub(a, b)
 

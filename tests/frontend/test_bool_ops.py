@@ -29,7 +29,7 @@ def test_bool_arithmetic_and_reductions_match_numpy(device, rng):
 
 def test_minus_on_bool_is_refused_by_name(device):
     m = ll.tensor([True, False], device=device)
-    with pytest.raises(TypeError, match="sub: - with two bool operands is not supported"):
+    with pytest.raises(TypeError, match="sub: - with a bool operand is not supported"):
         m - m
     with pytest.raises(TypeError, match="neg: - on a bool tensor is not supported"):
         -m

@@ -56,7 +56,7 @@ def test_the_fast_cases_give_numpys_values(device, rng):
 
 def test_sub_and_div_keep_their_own_checks(device):
     mask = ll.zeros(2, dtype="bool", device=device)
-    _raises(TypeError, "sub: - with two bool operands is not supported (as in PyTorch); to invert a mask use "
+    _raises(TypeError, "sub: - with a bool operand is not supported (as in PyTorch); to invert a mask use "
             "ll.eq(mask, False)", lambda: mask - mask)
     ints = ll.ones(2, dtype="int64", device=device)
     assert (ints / ints).dtype is ll.float32            # true division: the default float dtype
