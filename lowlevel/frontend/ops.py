@@ -22,7 +22,7 @@ from ..cuda.context import device_of_thread
 from ..cuda.graph import refuse_while_capturing
 from ..dispatch import Autograd, KeySet, backend_for, call, redispatch
 from . import dtypes as dt
-from .creation import from_numpy_values, full, scalar_tensor
+from .creation import from_numpy_values, full
 from .device import Device, on_their_device
 from .dtypes import DType, as_dtype, is_dtype_name
 from .errors import ArgumentError, DeviceError, DTypeError, DTypeNotImplemented, ShapeError

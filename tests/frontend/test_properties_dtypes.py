@@ -5,7 +5,6 @@ as numpy's does, float64 with NaN, inf and -0.0, comparisons, where of every dty
 reductions, and casts between every pair of dtypes. Shapes include 0-sized dimensions,
 broadcasting and non-contiguous views."""
 import numpy as np
-import pytest
 from helpers.tensor_strategies import LAYOUTS, NUMPY, PROPERTY, SPECIALS, as_tensor, assert_same
 from hypothesis import assume, given
 from hypothesis import strategies as st
