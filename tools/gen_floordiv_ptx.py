@@ -9,9 +9,11 @@ Integers: C's truncating div and rem, then one step down where the remainder is 
 and its sign differs from the divisor's (a // 0 and a % 0 are what the GPU's division
 gives: undefined, as PyTorch's CUDA kernels leave them; the CPU backend refuses them).
 
-float64: q = floor(a / b), r = a - q * b by one fma (exact for every quotient below 2^53:
+float64: q = floor(a / b), r = a - q * b by one fma (exact for every quotient below 2^52:
 a - q*b is then a float64), and the same step down where the division rounded up onto an
-integer (r's sign differs from b's). The special values follow PyTorch's
+integer (r's sign differs from b's). A larger quotient of finite numbers takes the exact
+fmod by long division (y doubled up to x's binade, then halved back, subtracted where it
+fits: one loop step per binary digit of the quotient, up to about 2100), then the step. The special values follow PyTorch's
 div_floor_floating and fmod: a // 0 is a / 0 (inf or NaN); an infinite a or a NaN gives
 NaN; a // inf is 0, or -1 where a and b differ in sign (a % inf is then a, or inf).
 float32, float16 and bfloat16 are widened to float64 by the backend (exact), run here and
@@ -49,27 +51,67 @@ def _integer(op: str, t: str) -> list:
 
 
 def _float(op: str) -> list:
-    zero = "0d0000000000000000"
-    one = "0d3FF0000000000000"
-    body = [("div.rn.f64      %fd2, %fd0, %fd1;", "fd2 = a / b, rounded (inf or NaN where b == 0)"),
-            ("cvt.rmi.f64.f64 %fd3, %fd2;", "fd3 = q = floor(a / b)"),
-            ("neg.f64         %fd4, %fd3;", "fd4 = -q"),
-            ("fma.rn.f64      %fd5, %fd4, %fd1, %fd0;", "fd5 = r = a - q*b, rounded once (exact while q < 2^53)"),
-            (f"setp.eq.f64     %p2, %fd3, {zero};", "p2 = (q == 0): |a/b| < 1 (or b infinite)"),
-            ("@%p2 mov.f64    %fd5, %fd0;", "then r = a exactly (q*b would be 0*inf = NaN for b = inf)"),
-            (f"setp.ne.f64     %p3, %fd5, {zero};", "p3 = (r != 0); false for NaN"),
-            (f"setp.lt.f64     %p4, %fd5, {zero};", "p4 = (r < 0)"),
-            (f"setp.lt.f64     %p5, %fd1, {zero};", "p5 = (b < 0)"),
-            ("xor.pred        %p4, %p4, %p5;", "p4 = r and b differ in sign"),
-            ("and.pred        %p3, %p3, %p4;", "p3 = the division rounded up onto an integer: step down"),
-            (f"@%p3 sub.rn.f64 %fd3, %fd3, {one};", "q -= 1"),
-            ("@%p3 add.rn.f64 %fd5, %fd5, %fd1;", "r += b (one rounding, as fmod(a, b) + b)"),
-            ("setp.nan.f64    %p6, %fd5, %fd5;", "p6 = r is NaN: a infinite or NaN, b NaN, or b == 0"),
-            (f"setp.ne.f64     %p7, %fd1, {zero};", "p7 = (b != 0)"),
-            ("and.pred        %p6, %p6, %p7;", "p6 = NaN result: everything but a // 0"),
-            ("@%p6 mov.f64    %fd3, %fd5;", "then q = NaN (a // 0 keeps q = a / 0: inf or NaN)")]
+    zero, one, half = "0d0000000000000000", "0d3FF0000000000000", "0d3FE0000000000000"
+    exact_limit, inf = "0d4330000000000000", "0d7FF0000000000000"          # 2^52, infinity
+    common = [("div.rn.f64      %fd2, %fd0, %fd1;", "fd2 = a / b, rounded (inf or NaN where b == 0)"),
+              ("cvt.rmi.f64.f64 %fd3, %fd2;", "fd3 = q = floor(a / b)"),
+              ("abs.f64         %fd7, %fd0;", "fd7 = x = |a|"),
+              ("abs.f64         %fd8, %fd1;", "fd8 = y = |b|"),
+              ("abs.f64         %fd6, %fd2;", "fd6 = |a / b|"),
+              (f"setp.ge.f64     %p2, %fd6, {exact_limit};", "p2 = |a / b| >= 2^52 (or inf): q*b would not be exact"),
+              (f"setp.lt.f64     %p3, %fd7, {inf};", "p3 = a is finite (false for NaN)"),
+              ("and.pred        %p2, %p2, %p3;", "p2 = ... and a finite"),
+              (f"setp.lt.f64     %p3, %fd8, {inf};", "p3 = b is finite (false for NaN)"),
+              ("and.pred        %p2, %p2, %p3;", "p2 = ... and b finite"),
+              (f"setp.gt.f64     %p3, %fd8, {zero};", "p3 = (b != 0)"),
+              ("and.pred        %p2, %p2, %p3;", "p2 = a huge quotient of finite numbers: the exact fmod below"),
+              ("@!%p2 bra       SMALL_QUOTIENT;", "else the one-fma remainder"),
+              # fmod(x, y) by long division: y doubled up to x's binade, then halved back,
+              # subtracted wherever it fits (each subtraction exact: yy <= r < 2 yy)
+              ("mov.f64         %fd9, %fd8;", "fd9 = yy = y"),
+              ("UP:", ""),
+              ("sub.rn.f64      %fd10, %fd7, %fd9;", "fd10 = x - yy (rounded: monotonic, enough for the test)"),
+              ("setp.ge.f64     %p3, %fd10, %fd9;", "p3 = x >= 2 yy"),
+              ("@!%p3 bra       DOWN;", "no: yy is within x's binade (x < 2 yy)"),
+              ("add.rn.f64      %fd9, %fd9, %fd9;", "yy *= 2 (exact)"),
+              ("bra             UP;", "and test again"),
+              ("DOWN:", ""),
+              ("mov.f64         %fd10, %fd7;", "fd10 = r = x"),
+              ("DOWN_LOOP:", ""),
+              ("setp.ge.f64     %p3, %fd10, %fd9;", "p3 = (r >= yy)"),
+              ("@%p3 sub.rn.f64 %fd10, %fd10, %fd9;", "then r -= yy (exact: yy <= r < 2 yy)"),
+              ("setp.le.f64     %p3, %fd9, %fd8;", "p3 = (yy == y): the last step"),
+              ("@%p3 bra        FMOD_DONE;", "done: r = fmod(|a|, |b|)"),
+              (f"mul.rn.f64      %fd9, %fd9, {half};", "yy /= 2 (exact: back down the doublings)"),
+              ("bra             DOWN_LOOP;", "next binary digit of the quotient"),
+              ("FMOD_DONE:", ""),
+              ("copysign.f64    %fd5, %fd0, %fd10;", "fd5 = r = fmod(a, b): |r| with a's sign"),
+              (f"setp.ne.f64     %p3, %fd5, {zero};", "p3 = (r != 0)"),
+              (f"setp.lt.f64     %p4, %fd5, {zero};", "p4 = (r < 0)"),
+              (f"setp.lt.f64     %p5, %fd1, {zero};", "p5 = (b < 0)"),
+              ("xor.pred        %p4, %p4, %p5;", "p4 = r and b differ in sign"),
+              ("and.pred        %p3, %p3, %p4;", "p3 = r takes b's sign by one step"),
+              ("@%p3 add.rn.f64 %fd5, %fd5, %fd1;", "r += b (one rounding); q stays floor(a / b), an integer here"),
+              ("bra             STORE;", "the result is ready"),
+              ("SMALL_QUOTIENT:", "")]
+    small = [("neg.f64         %fd4, %fd3;", "fd4 = -q"),
+             ("fma.rn.f64      %fd5, %fd4, %fd1, %fd0;", "fd5 = r = a - q*b, rounded once (exact while q < 2^53)"),
+             (f"setp.eq.f64     %p2, %fd3, {zero};", "p2 = (q == 0): |a/b| < 1 (or b infinite)"),
+             ("@%p2 mov.f64    %fd5, %fd0;", "then r = a exactly (q*b would be 0*inf = NaN for b = inf)"),
+             (f"setp.ne.f64     %p3, %fd5, {zero};", "p3 = (r != 0); false for NaN"),
+             (f"setp.lt.f64     %p4, %fd5, {zero};", "p4 = (r < 0)"),
+             (f"setp.lt.f64     %p5, %fd1, {zero};", "p5 = (b < 0)"),
+             ("xor.pred        %p4, %p4, %p5;", "p4 = r and b differ in sign"),
+             ("and.pred        %p3, %p3, %p4;", "p3 = the division rounded up onto an integer: step down"),
+             (f"@%p3 sub.rn.f64 %fd3, %fd3, {one};", "q -= 1"),
+             ("@%p3 add.rn.f64 %fd5, %fd5, %fd1;", "r += b (one rounding, as fmod(a, b) + b)"),
+             ("setp.nan.f64    %p6, %fd5, %fd5;", "p6 = r is NaN: a infinite or NaN, b NaN, or b == 0"),
+             (f"setp.ne.f64     %p7, %fd1, {zero};", "p7 = (b != 0)"),
+             ("and.pred        %p6, %p6, %p7;", "p6 = NaN result: everything but a // 0"),
+             ("@%p6 mov.f64    %fd3, %fd5;", "then q = NaN (a // 0 keeps q = a / 0: inf or NaN)"),
+             ("STORE:", "")]
     result = "%fd3" if op == "floordiv" else "%fd5"
-    return body + [(f"st.global.f64   [%rd22], {result};", f"out[i] = {'q' if op == 'floordiv' else 'r'}")]
+    return common + small + [(f"st.global.f64   [%rd22], {result};", f"out[i] = {'q' if op == 'floordiv' else 'r'}")]
 
 
 def kernel(op: str, t: str) -> str:
@@ -80,7 +122,7 @@ def kernel(op: str, t: str) -> str:
             *(_float(op) if t == "f64" else _integer(op, t))]
     summary = "a[i] // b[i] (floor)" if op == "floordiv" else "a[i] % b[i] (the sign of b[i])"
     params = [("out", f"{ctype}* out (may alias a or b)"), ("a", f"const {ctype}* a"), ("b", f"const {ctype}* b")]
-    return grid_stride(f"{op}_{t}", f"out[i] = {summary}", params, body, {ptype: 6})
+    return grid_stride(f"{op}_{t}", f"out[i] = {summary}", params, body, {ptype: 11 if t == "f64" else 6})
 
 
 def generate() -> str:
@@ -94,7 +136,8 @@ def generate() -> str:
 //                                            const long long* b, unsigned long long n)
 //   Contiguous operands of n elements; launch as elementwise_f32.ptx.
 // Numerics: the integers exact (a // 0 and a % 0 undefined, as the GPU's division);
-// float64 exact for quotients below 2^53, special values as PyTorch's (see the generator).
+// float64 remainders exact (an fma below quotients of 2^52, long division above), special
+// values as PyTorch's (see the generator).
 
 {VERSION}"""
     return header + "".join(kernel(op, t) for op in ("floordiv", "remainder") for t in TYPES)

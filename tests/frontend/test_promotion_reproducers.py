@@ -126,3 +126,26 @@ def test_refusals_are_runtime_errors_and_keep_their_old_kinds(device):
         with pytest.raises(RuntimeError) as caught:
             fn()
         assert isinstance(caught.value, old)
+
+
+def test_float64_floor_division_and_remainder_match_numpy_over_every_magnitude(device, rng):
+    """Quotients past 2^52 (where a - q*b is no longer exact) take the long-division fmod on
+    CUDA; the special values follow PyTorch's rules, which numpy's agree with here."""
+    special = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 5e-324, 1e-300, -1e300, 1.7976931348623157e308, 3.0, -0.1])
+    a = np.concatenate([np.repeat(special, special.size), rng.standard_normal(300) * 10.0 ** rng.integers(-300, 300, 300)])
+    b = np.concatenate([np.tile(special, special.size), rng.standard_normal(300) * 10.0 ** rng.integers(-300, 300, 300)])
+    ta, tb = ll.tensor(a, device=device, dtype=ll.float64), ll.tensor(b, device=device, dtype=ll.float64)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal((ta // tb).numpy(), np.floor_divide(a, b))
+        np.testing.assert_array_equal((ta % tb).numpy(), np.remainder(a, b))
+
+
+def test_gradients_flow_through_promotion_and_remainder(device, rng):
+    x, y = rng.standard_normal(4) * 3, rng.uniform(0.5, 2, 4) * rng.choice([-1, 1], 4)
+    a = ll.tensor(x, dtype=ll.float32, device=device, requires_grad=True)
+    b = ll.tensor(y, dtype=ll.float64, device=device, requires_grad=True)
+    ((a * b) + (a % b)).sum().backward()
+    xa = x.astype(np.float32).astype(np.float64)
+    assert a.grad.dtype is ll.float32 and b.grad.dtype is ll.float64
+    np.testing.assert_allclose(a.grad.numpy(), (y + 1).astype(np.float32), rtol=1e-6)
+    np.testing.assert_allclose(b.grad.numpy(), xa - np.floor_divide(xa, y), rtol=1e-12)
