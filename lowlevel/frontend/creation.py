@@ -105,8 +105,9 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
     t = _constants.get(key)
     if t is None:
         check_fits(value, dtype)
-        t = from_numpy_values(np.array(value), dtype, device)
-        stored = dtype.from_numpy_values(np.array(value))           # as the tensor holds it
+        with np.errstate(over="ignore"):        # a float beyond float16's range is its inf, as in PyTorch
+            t = from_numpy_values(np.array(value), dtype, device)
+            stored = dtype.from_numpy_values(np.array(value))       # as the tensor holds it
         t.scalar_value = t.storage.constant = dtype.to_numpy_values(stored).item()
         if len(_constants) >= _MAX_CONSTANTS:
             _constants.clear()

@@ -21,7 +21,7 @@ from .autograd import rebase_history, records_inplace
 from .creation import from_numpy_values
 from .device import on_their_device
 from .ops import add, clamp, clone, div, mul, sub, to, where
-from .promotion import binary_dtype, check_inplace, true_divide_dtype
+from .promotion import binary_dtype, check_inplace, result_type, true_divide_dtype
 from .shapes import broadcast_shapes
 from .tensor import Tensor
 
@@ -122,6 +122,7 @@ div_ = inplace_op("div_", div, true_divide_dtype)
 def clamp_(self: Tensor, min=None, max=None) -> Tensor:       # noqa: A002 - PyTorch's keyword names
     """self limited to [min, max] in place (numbers or tensors broadcastable to self)."""
     bound = next((b for b in (min, max) if isinstance(b, Tensor) and b.requires_grad), None)
+    check_inplace("clamp_", result_type(self, *(b for b in (min, max) if b is not None)), self.dtype)
     return _apply("clamp_", self, bound, lambda base: clamp(base, min, max))
 
 

@@ -284,3 +284,22 @@ T.promote_types(T.int32, T.bool)
 (T.tensor(3) * 0.5).item()
 # --- a chain of mixed dtypes
 ((T.tensor([1, 2], dtype=T.int32) + 1) * T.tensor([0.5, 0.5], dtype=T.float16) - 2) / 3
+# --- clamp_ of an int tensor by float bounds is refused
+T.tensor([1, 5]).clamp_(2.5, 4.5)
+# --- clamp_ of an int tensor by int bounds
+T.tensor([1, 5]).clamp_(2, 4)
+# --- clamp_ of a float16 tensor by a 0-d float64 tensor
+T.tensor([1.0, 5.0], dtype=T.float16).clamp_(T.tensor(2.0, dtype=T.float64))
+# --- fill_ of an int tensor with a float truncates
+T.tensor([1, 2]).fill_(2.7)
+# --- copy_ of floats into an int tensor truncates
+T.tensor([1, 2]).copy_(T.tensor([2.7, -1.2]))
+# --- a float beyond float16's range becomes inf
+T.tensor([1.0], dtype=T.float16) * 1e10
+# --- item assignment of a float into an int tensor
+def _assign(t, v):
+    t[0] = v
+    return t
+
+
+_assign(T.tensor([1, 2]), 7.9)
