@@ -164,9 +164,12 @@ def _check_data_fits(values: np.ndarray, dtype: DType) -> None:
 def _default_dtype(values: np.ndarray, data) -> DType:
     if isinstance(data, (np.ndarray, np.generic)):
         return as_dtype(values.dtype)
-    kinds = {"f": dt.float32, "i": dt.int64, "u": dt.int64, "b": dt.bool_, "O": dt.int64}   # as PyTorch does
-    if values.dtype.kind == "O" and any(isinstance(v, float) for v in values.reshape(-1).tolist()):
-        return dt.float32
+    kinds = {"f": dt.float32, "i": dt.int64, "u": dt.int64, "b": dt.bool_}   # as PyTorch does
+    items = values.reshape(-1).tolist() if values.dtype.kind == "O" else ()
+    if items and all(isinstance(v, (int, float)) for v in items):
+        # Python ints beyond uint64 (numpy's objects): with a float, float32; else int64,
+        # which _check_data_fits refuses
+        return dt.float32 if any(isinstance(v, float) for v in items) else dt.int64
     if values.dtype.kind not in kinds:
         raise TypeError(f"cannot make a tensor from {type(data).__name__} of {values.dtype}")
     return kinds[values.dtype.kind]

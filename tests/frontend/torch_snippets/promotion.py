@@ -248,6 +248,12 @@ T.tensor([2 ** 63])
 T.tensor([-2 ** 63, 2 ** 63 - 1])
 # --- a big int into a float tensor
 T.tensor([2 ** 63], dtype=T.float32)
+# --- an int beyond uint64 beside a float makes a float tensor
+T.tensor([1.5, 2 ** 70])
+# --- an int beyond uint64 alone is refused
+T.tensor([2 ** 70])
+# --- bools and ints in one list make an int64 tensor
+T.tensor([True, 2])
 # --- a float too big for int32 is refused
 T.tensor([3.0e10], dtype=T.int32)
 # --- full infers int64 from an int
