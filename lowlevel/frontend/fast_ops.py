@@ -3,10 +3,11 @@
 ops.py's functions check every case of an op and make every error; an op made here by
 binary_op or unary_op first tries the cases that need no more than a few identity tests
 (two tensors of one device, dtype and shape; a tensor and a Python number of its dtype's
-category; a tensor of a dtype the op takes) and hands everything else, unchanged, to ops.py's function. Where no
-other device is to be made current (a CPU tensor, or one on the current CUDA device:
-on_their_device's own test), the dispatcher is called directly, without that wrapper,
-with the key set computed here (call_known). A tensor and a Python float dispatch the op's
+category; a tensor of a dtype the op takes) and hands everything else, unchanged, to
+ops.py's function, which promotes (promotion.py). Where no other device is to be made
+current (a CPU tensor, or one on the current CUDA device: on_their_device's own test), the
+dispatcher is called directly, without that wrapper, with the key set computed here
+(call_known). A tensor and a Python float dispatch the op's
 number overload, `mul.Scalar` (as in PyTorch): no 0-d tensor is made for the number where
 a backend's kernel takes it as an argument. While a trace records, every call takes
 ops.py's way (which times its checks).

@@ -60,7 +60,6 @@ def _same_device_and_dtype(op: str, a: Tensor, b: Tensor) -> None:
                          f"convert one with .to(dtype)")
 
 
-
 def _binary(op: str, a, b) -> Tensor:
     """Every case of a binary op but the common ones fast_ops.binary_op dispatches itself:
     each check, and each error, of a binary op is here."""
