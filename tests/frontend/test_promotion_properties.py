@@ -1,6 +1,7 @@
 """Property tests (hypothesis) of type promotion against numpy, on the CPU backend and on
 CUDA: every pair of the dtypes lowlevel has, with tensors, 0-d tensors and Python numbers
-(bool, int, float) on either side, through + - * / // % and the comparisons.
+(bool, int, float) on either side, through + - * / // % and the comparisons, the in-place
+forms (refused where the tensor cannot hold the result type), where and cat.
 
 The expected dtype comes from PyTorch's rule written out here on its own (not by calling
 lowlevel.frontend.promotion): the promote_types table below, and "a lower-priority operand
@@ -162,3 +163,20 @@ def test_inplace_ops_refuse_a_result_their_tensor_cannot_hold(device, data, op):
 def _inplace(op, t, other):
     method = {"+=": "__iadd__", "-=": "__isub__", "*=": "__imul__", "/=": "__itruediv__"}[op]
     return getattr(t, method)(other)
+
+
+@PROPERTY
+@given(data=st.data())
+def test_where_and_cat_join_in_the_result_type(device, data):
+    a, b = _draw_pair(data, device)
+    name = expected_dtype("where", a[1], b[1])
+    cond = np.array(data.draw(st.lists(st.booleans(), min_size=3, max_size=3)))
+    got = ll.where(ll.tensor(cond, device=device), a[0], b[0])
+    assert got.dtype is getattr(ll, name), (a[1], b[1], got.dtype, name)
+    want = np.where(cond, held_as(a[2], name), held_as(b[2], name))
+    np.testing.assert_array_equal(np.asarray(got.numpy(), np.float64), np.asarray(want, np.float64))
+    (x, (_, da), vx), (y, (_, db), vy) = (_operand(data, device, "tensor") for _ in range(2))
+    joined = ll.cat([x, y])
+    assert joined.dtype is getattr(ll, PROMOTE[da, db])
+    want = np.concatenate([held_as(vx, PROMOTE[da, db]), held_as(vy, PROMOTE[da, db])])
+    np.testing.assert_array_equal(np.asarray(joined.numpy(), np.float64), np.asarray(want, np.float64))
