@@ -150,9 +150,10 @@ def where(cond, a, b) -> Tensor:
     """a where cond is true, else b (broadcasting all three), in a's and b's result type."""
     if not isinstance(cond, Tensor) or cond.dtype.name != "bool":
         raise DTypeError(f"where: cond must be a bool tensor, got {_describe(cond)}")
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        raise TypeError("where: a or b must be a tensor")
-    like = a if isinstance(a, Tensor) else b
+    like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
+    if like is None and (np.ndim(a) or np.ndim(b)):
+        raise TypeError("where: a or b must be a tensor, or both numbers")
+    like = cond if like is None else like          # two numbers: on cond's device
     a, b = (x if isinstance(x, Tensor) or np.ndim(x) == 0 else from_numpy_values(np.array(x), like.dtype, like.device)
             for x in (a, b))
     if isinstance(a, Tensor) and isinstance(b, Tensor):

@@ -309,3 +309,7 @@ def _assign(t, v):
 
 
 _assign(T.tensor([1, 2]), 7.9)
+# --- where of two Python numbers
+T.where(T.tensor([True, False]), 1.0, 0)
+# --- where of two Python ints
+T.where(T.tensor([True, False]), 1, 0)
