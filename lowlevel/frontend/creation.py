@@ -119,6 +119,7 @@ def _captured_scalar(value, dtype: DType, device: Device) -> Tensor:
     """scalar_tensor inside a graph capture: written by memsets (captured as nodes, so each
     replay writes it again), not copied from host memory; made in the graph's private pool,
     not cached (the graph's memory is its own)."""
+    check_fits(value, dtype)
     stored = np.array(dtype.from_numpy_values(np.array(value))).reshape(-1).view(np.uint8)
     t = empty((), dtype=dtype, device=device)
     stream, ptr = current_stream(), t.data_ptr
