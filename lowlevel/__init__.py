@@ -31,6 +31,8 @@ from .frontend.autograd import enable_grad, is_grad_enabled, no_grad  # noqa: E4
 from .frontend.device import Device  # noqa: E402
 from .frontend.dtypes import bfloat16, float16, float32, float64, int32, int64  # noqa: E402
 from .frontend.dtypes import bool_ as bool  # noqa: E402,A001
+from .frontend.division import floor_divide, remainder  # noqa: E402
+from .frontend.promotion import can_cast, promote_types, result_type  # noqa: E402
 from .frontend.interop import from_dlpack  # noqa: E402
 from .frontend.joining import (cat, empty_like, eye, flatten, from_numpy, linspace, ones_like, squeeze,  # noqa: E402
                                stack, unsqueeze, zeros_like)
@@ -50,6 +52,7 @@ __all__ = [
     "abs", "clamp", "expm1", "log", "log1p", "min", "minimum", "pow", "rsqrt", "sigmoid", "sqrt", "tanh",
     "cat", "empty_like", "eye", "flatten", "from_numpy", "linspace", "ones_like", "squeeze", "stack", "unsqueeze",
     "zeros_like",
+    "can_cast", "floor_divide", "promote_types", "remainder", "result_type",
     "add", "arange", "bfloat16", "bool", "Device", "div", "empty", "enable_grad", "eq", "exp", "explain", "float16",
     "float32", "float64", "from_dlpack", "full", "ge", "gt", "int32", "int64", "is_grad_enabled", "kernels", "le",
     "lt", "manual_seed", "matmul", "max", "maximum", "mean", "mul", "ne", "neg", "no_grad", "ones", "profile", "rand", "randn",

@@ -1,5 +1,5 @@
 """The pieces the PTX generators of tools/ share (gen_dtype_ptx.py, gen_cast_ptx.py,
-gen_reduce_ptx.py, gen_half_ptx.py, gen_math_f64_ptx.py, gen_pow_f64_ptx.py): the file header, the grid-stride skeleton of ptx/elementwise_f32.ptx,
+gen_reduce_ptx.py, gen_half_ptx.py, gen_math_f64_ptx.py, gen_pow_f64_ptx.py, gen_floordiv_ptx.py): the file header, the grid-stride skeleton of ptx/elementwise_f32.ptx,
 the one-warp-per-row skeleton of ptx/tensor_ops.ptx's reductions, and how each dtype is
 loaded into a register, converted and stored.
 

@@ -145,6 +145,22 @@ def _register_comparisons():
 _register_comparisons()
 
 
+def _floor_division(fn):
+    """a // b or a % b as Python and PyTorch define them (numpy's floor_divide and remainder
+    do too); an integer divisor of 0 is refused as PyTorch's CPU kernels refuse it."""
+    def kernel(a, b):
+        vb = values(b)
+        if not b.dtype.is_float and not np.all(vb):
+            raise RuntimeError("ZeroDivisionError: integer division or remainder by zero")
+        with np.errstate(all="ignore"):
+            return result(fn(values(a), vb), a)
+    return kernel
+
+
+register_kernel("floor_divide", CPU, _floor_division(np.floor_divide), name="floor_divide")
+register_kernel("remainder", CPU, _floor_division(np.remainder), name="remainder")
+
+
 @register_kernel("where", CPU)
 def where(a, b, cond):
     return result(np.where(values(cond), values(a), values(b)), a)

@@ -10,12 +10,15 @@
     fast_ops.py   the element-wise ops' common cases, checked and dispatched in one frame
                   (everything else through ops.py's checks)
     inplace.py    copy_, fill_, zero_, add_ ... div_, +=, and t[index] = value
+    promotion.py  type promotion as PyTorch's torch.result_type: the dtype of a OP b, and the
+                  casts that make the operands of it
+    division.py   floor_divide and remainder (// and %, floor semantics), with their operators
+    errors.py     the RuntimeError subclasses raised where PyTorch raises RuntimeError
     reductions.py sum/mean over dim tuples, max/min(dim) -> (values, indices), amax amin prod
                   cumsum cumprod var std logsumexp norm all any, sort argsort topk kthvalue
     return_types.py  the named tuples (values, indices) those return, as torch.return_types
     indexing.py   gather, scatter, scatter_add, index_select, masked_fill, nonzero, bounds checks
     advanced_indexing.py  x[idx], x[:, idx], x[i, j] with integer tensors or lists, and x[idx] = v
-    errors.py     the exceptions that are PyTorch's RuntimeError and lowlevel's ValueError/TypeError
     joining.py    unsqueeze, squeeze, flatten, cat, stack, *_like, eye, linspace, from_numpy,
                   half/float/double, float(t) and int(t)
     interop.py    DLPack (__dlpack__, from_dlpack) and __cuda_array_interface__
@@ -25,6 +28,6 @@
 Nothing here calls ctypes or knows a kernel: ops go through lowlevel.dispatch, and the
 backends (lowlevel.backends, above this layer) register the kernels.
 """
-from . import (autograd, creation, device, dtypes, fast_ops, inplace, interop, joining, ops, shapes,  # noqa: F401  (they attach Tensor methods)
-               tensor)
+from . import (autograd, creation, device, division, dtypes, errors, fast_ops, inplace, interop, joining, ops,  # noqa: F401  (they attach Tensor methods)
+               promotion, shapes, tensor)
 from . import advanced_indexing, indexing, reductions, return_types  # noqa: F401,E402  (after ops: they extend its methods)

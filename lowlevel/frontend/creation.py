@@ -18,6 +18,7 @@ from ..dispatch import call
 from . import dtypes as dt
 from .device import Device, device_guard
 from .dtypes import DType, as_dtype
+from .errors import ArgumentError, ShapeError, ValueRangeError
 from .shapes import contiguous_strides, shape_args
 from .tensor import Storage, Tensor
 
@@ -29,12 +30,12 @@ def _leaf(t: Tensor, requires_grad: bool) -> Tensor:
 def empty(*shape, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
     shape = tuple(shape_args(shape))
     if any(s < 0 for s in shape):
-        raise ValueError(f"negative dimension in shape {shape}")
+        raise ShapeError(f"negative dimension in shape {shape}")
     dtype = as_dtype(dtype)
     device = device if type(device) is Device else Device(device)
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes >= 1 << 64:
-        raise ValueError(f"empty: shape {shape} of {dtype.name} is {nbytes} bytes, more than a 64-bit "
+        raise ShapeError(f"empty: shape {shape} of {dtype.name} is {nbytes} bytes, more than a 64-bit "
                          f"address space holds")
     storage = Storage(nbytes, device)
     return _leaf(Tensor(storage, shape, contiguous_strides(shape), 0, dtype), requires_grad)
@@ -103,8 +104,10 @@ def scalar_tensor(value, dtype: DType, device) -> Tensor:
                0 if stream is None else stream.handle)
     t = _constants.get(key)
     if t is None:
-        t = from_numpy_values(np.array(value), dtype, device)
-        stored = dtype.from_numpy_values(np.array(value))           # as the tensor holds it
+        check_fits(value, dtype)
+        with np.errstate(over="ignore"):        # a float beyond float16's range is its inf, as in PyTorch
+            t = from_numpy_values(np.array(value), dtype, device)
+            stored = dtype.from_numpy_values(np.array(value))       # as the tensor holds it
         t.scalar_value = t.storage.constant = dtype.to_numpy_values(stored).item()
         if len(_constants) >= _MAX_CONSTANTS:
             _constants.clear()
@@ -116,6 +119,7 @@ def _captured_scalar(value, dtype: DType, device: Device) -> Tensor:
     """scalar_tensor inside a graph capture: written by memsets (captured as nodes, so each
     replay writes it again), not copied from host memory; made in the graph's private pool,
     not cached (the graph's memory is its own)."""
+    check_fits(value, dtype)
     stored = np.array(dtype.from_numpy_values(np.array(value))).reshape(-1).view(np.uint8)
     t = empty((), dtype=dtype, device=device)
     stream, ptr = current_stream(), t.data_ptr
@@ -127,10 +131,46 @@ def _captured_scalar(value, dtype: DType, device: Device) -> Tensor:
     return t
 
 
+def check_fits(value, dtype: DType) -> None:
+    """Refuse a number that an integer dtype cannot hold, as PyTorch does ("value cannot be
+    converted to type int32 without overflow"), instead of wrapping it."""
+    if dtype in _INT_RANGE and not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.number)):
+        low, high = _INT_RANGE[dtype]
+        if not low <= value <= high:
+            raise ValueRangeError(f"value cannot be converted to type {dtype.name} without overflow: {value}")
+
+
+_INT_RANGE = {dt.int32: (-2 ** 31, 2 ** 31 - 1), dt.int64: (-2 ** 63, 2 ** 63 - 1)}
+
+
+def _check_data_fits(values: np.ndarray, dtype: DType) -> None:
+    """The numbers of a list against the dtype they go into: an int beyond int64 (numpy
+    holds it as uint64 or an object) is refused as PyTorch refuses it ("Overflow when
+    unpacking long long"), and into an integer dtype any number it cannot hold."""
+    if values.dtype.kind not in "iufO" or not values.size or (values.dtype.kind == "f" and dtype not in _INT_RANGE):
+        return
+    flat = values.reshape(-1)
+    if values.dtype.kind == "O":        # numpy's objects: Python ints beyond uint64 among the numbers
+        flat = np.array([v for v in flat.tolist() if isinstance(v, (int, float)) and not isinstance(v, bool)],
+                        dtype=object)
+        if not flat.size:
+            return
+    low, high = flat.min(), flat.max()
+    if values.dtype.kind in "uO" and not dtype.is_float and (low < -2 ** 63 or high >= 2 ** 63):
+        raise ValueRangeError("Overflow when unpacking long long: a value of the data does not fit in int64")
+    check_fits(low, dtype)
+    check_fits(high, dtype)
+
+
 def _default_dtype(values: np.ndarray, data) -> DType:
     if isinstance(data, (np.ndarray, np.generic)):
         return as_dtype(values.dtype)
     kinds = {"f": dt.float32, "i": dt.int64, "u": dt.int64, "b": dt.bool_}   # as PyTorch does
+    items = values.reshape(-1).tolist() if values.dtype.kind == "O" else ()
+    if items and all(isinstance(v, (int, float)) for v in items):
+        # Python ints beyond uint64 (numpy's objects): with a float, float32; else int64,
+        # which _check_data_fits refuses
+        return dt.float32 if any(isinstance(v, float) for v in items) else dt.int64
     if values.dtype.kind not in kinds:
         raise TypeError(f"cannot make a tensor from {type(data).__name__} of {values.dtype}")
     return kinds[values.dtype.kind]
@@ -146,6 +186,8 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
         return _leaf(copy if dtype is None else copy.to(dtype), requires_grad)
     values = np.asarray(data)
     dtype = as_dtype(dtype) if dtype is not None else _default_dtype(values, data)
+    if not isinstance(data, np.ndarray):
+        _check_data_fits(values, dtype)
     return _leaf(from_numpy_values(values, dtype, device), requires_grad)
 
 
@@ -157,12 +199,17 @@ def ones(*shape, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
     return full(shape_args(shape), 1, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def full(shape, value, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
-    """A tensor of `shape` with every element `value`. On CUDA the value's bits are written on
-    the device (memsets or a fill kernel: the backend's "fill"), with no copy of a host array:
-    as fast for a big tensor as for a small one, and allowed inside a CUDA graph capture."""
-    dtype = as_dtype(dtype)
+def full(shape, value, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    """A tensor of `shape` with every element `value`, of `dtype` or, as in PyTorch, of the
+    value's: bool for a bool, int64 for an int, float32 for a float. On CUDA the value's
+    bits are written on the device (memsets or a fill kernel: the backend's "fill"), with no
+    copy of a host array: as fast for a big tensor as for a small one, and allowed inside a
+    CUDA graph capture."""
+    dtype = as_dtype(dtype) if dtype is not None else _number_dtype(value)
+    check_fits(value, dtype)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if any(s < 0 for s in shape):
+        raise ShapeError(f"negative dimension in shape {shape}")
     device = device if type(device) is Device else Device(device)
     if device.type == "cuda":
         t = empty(shape, dtype=dtype, device=device)      # (refuses a device that does not exist)
@@ -171,9 +218,21 @@ def full(shape, value, dtype=dt.float32, device="cpu", requires_grad=False) -> T
     return _leaf(from_numpy_values(np.full(shape, value), dtype, device), requires_grad)
 
 
+def _number_dtype(value) -> DType:
+    if isinstance(value, (bool, np.bool_)):
+        return dt.bool_
+    if isinstance(value, (int, np.integer)):
+        return dt.int64
+    if isinstance(value, (float, np.floating)):
+        return dt.float32
+    raise TypeError(f"full: the fill value must be a number, got {type(value).__name__}")
+
+
 def arange(start, stop=None, step=1, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     if stop is None:
         start, stop = 0, start
+    if step == 0:
+        raise ArgumentError("arange: step must be nonzero")
     values = np.arange(start, stop, step)
     kind = as_dtype(dtype) if dtype else (dt.int64 if values.dtype.kind in "iu" else dt.float32)
     return _leaf(from_numpy_values(values, kind, device), requires_grad)

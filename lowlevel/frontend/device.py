@@ -15,6 +15,7 @@ from ..cuda import device_count
 from ..cuda.context import current_device_ordinal
 from ..dispatch import backend_for
 from ..dispatch.keys import backend_keys
+from .errors import DeviceError
 
 
 _interned: dict = {}          # (spec, index) -> the Device made for them
@@ -86,7 +87,7 @@ def check_ordinal(device: Device) -> None:
     count = device_count()
     if not 0 <= device.index < count:
         known = "cuda:0" if count == 1 else f"cuda:0 to cuda:{count - 1}"
-        raise ValueError(f"invalid device ordinal: {device} does not exist (the CUDA devices are {known})")
+        raise DeviceError(f"invalid device ordinal: {device} does not exist (the CUDA devices are {known})")
 
 
 @contextlib.contextmanager

@@ -10,6 +10,8 @@ callers caught until now (so their code keeps working).
     DTypeError   RuntimeError and TypeError: dtypes an op cannot take or produce
     DeviceError  RuntimeError and ValueError: operands on different devices
     ValueRangeError  RuntimeError and ValueError: a number its dtype cannot hold
+    ArgumentError    RuntimeError and ValueError: an argument an op cannot take
+    DTypeNotImplemented  NotImplementedError (a RuntimeError) and TypeError: no kernel for a dtype
 """
 
 
@@ -27,3 +29,12 @@ class DeviceError(RuntimeError, ValueError):
 
 class ValueRangeError(RuntimeError, ValueError):
     """A number a dtype cannot hold (an int beyond int32 into an int32 tensor)."""
+
+
+class ArgumentError(RuntimeError, ValueError):
+    """An argument an op cannot take (clamp without bounds, a zero arange step)."""
+
+
+class DTypeNotImplemented(NotImplementedError, TypeError):
+    """An op that has no kernel for a dtype, as PyTorch's NotImplementedError ("... not
+    implemented for 'Bool'"; NotImplementedError is a RuntimeError)."""

@@ -2,11 +2,12 @@
 
 ops.py's functions check every case of an op and make every error; an op made here by
 binary_op or unary_op first tries the cases that need no more than a few identity tests
-(two tensors of one device, dtype and shape; a tensor and a Python number; a tensor of a
-dtype the op takes) and hands everything else, unchanged, to ops.py's function. Where no
-other device is to be made current (a CPU tensor, or one on the current CUDA device:
-on_their_device's own test), the dispatcher is called directly, without that wrapper,
-with the key set computed here (call_known). A tensor and a Python float dispatch the op's
+(two tensors of one device, dtype and shape; a tensor and a Python number of its dtype's
+category; a tensor of a dtype the op takes) and hands everything else, unchanged, to
+ops.py's function, which promotes (promotion.py). Where no other device is to be made
+current (a CPU tensor, or one on the current CUDA device: on_their_device's own test), the
+dispatcher is called directly, without that wrapper, with the key set computed here
+(call_known). A tensor and a Python float dispatch the op's
 number overload, `mul.Scalar` (as in PyTorch): no 0-d tensor is made for the number where
 a backend's kernel takes it as an argument. While a trace records, every call takes
 ops.py's way (which times its checks).
@@ -14,12 +15,16 @@ ops.py's way (which times its checks).
 from .. import trace
 from ..cuda.context import device_of_thread
 from ..dispatch import AUTOGRAD_BIT, call, call_known, register_decomposition
+from . import dtypes as dt
 from .creation import scalar_tensor
 from .device import on_their_device
 from .tensor import Tensor
 
 guarded_call = on_their_device(call)
-_NUMBERS = frozenset({int, float})          # bool is not one: it takes the checked way
+# a Python bool takes the checked way (bool tensor + True is bool, int32 tensor + True int32)
+FLOATS = frozenset({dt.float16, dt.bfloat16, dt.float32, dt.float64})
+NOT_BOOL = frozenset({dt.int32, dt.int64, *FLOATS})
+ALL_DTYPES = frozenset(dt.ALL)
 NUMBER_OVERLOADS: dict = {}                 # op -> its number overload, "mul" -> "mul.Scalar"
 COMMUTATIVE = frozenset({"add", "mul"})       # exactly, in IEEE arithmetic (maximum: not for 0.0 and -0.0)
 
@@ -35,15 +40,21 @@ def on_device(op: str, a, b, device):
     return guarded_call(op, a, b)
 
 
-def binary_op(checked, op: str):
+def binary_op(checked, op: str, true_division: bool = False):
     """The function of the binary op `op`; `checked(op, a, b)` is the one that makes every
-    check: the fast cases are those where each of its checks passes (same device, same
-    dtype, equal shapes; or a number on either side, which takes the tensor's dtype and
-    device). A tensor and a Python float go to the dispatcher as the op's number overload
+    check and promotes the operands (promotion.py): the fast cases are those where each of
+    its checks passes and the result type is the tensor's own dtype (same device, same
+    dtype, equal shapes; a Python float beside a floating-point tensor; a Python int beside
+    a tensor that is not bool), which a set lookup per dtype tells. `true_division`: the
+    op's result is floating-point (a / b), so only floating-point tensors take the fast
+    cases. A tensor and a Python float go to the dispatcher as the op's number overload
     (`op.Scalar`, as PyTorch's `mul.Scalar`): a backend with a kernel for it takes the
     number as a kernel argument; elsewhere its decomposition (below) makes the number's 0-d
     tensor, as `checked` does."""
     scalar_op = NUMBER_OVERLOADS[op] = f"{op}.Scalar"
+    # the dtypes that are the result type of (tensor, same-dtype tensor) and (tensor, int)
+    keeps_own = FLOATS if true_division else ALL_DTYPES
+    keeps_int = FLOATS if true_division else NOT_BOOL
 
     def fn(a, b):
         if trace.active is not None:
@@ -51,7 +62,8 @@ def binary_op(checked, op: str):
         if type(a) is Tensor:
             device = a.device
             if type(b) is Tensor:
-                if b.device is not device or b.dtype is not a.dtype or b.shape != a.shape:
+                if b.device is not device or b.dtype is not a.dtype or b.shape != a.shape \
+                        or a.dtype not in keeps_own:
                     return checked(op, a, b)
                 # on_device, inline in the two common cases (a frame is 0.06 us of the op)
                 if device.type != "cuda" or device.index == device_of_thread.ordinal:
@@ -59,18 +71,20 @@ def binary_op(checked, op: str):
                     return call_known(op, device.key_bit | AUTOGRAD_BIT if grad else device.key_bit, a.dtype.name,
                                       a, b)
                 return guarded_call(op, a, b)
-            if type(b) is float:
+            if type(b) is float and a.dtype in FLOATS:
                 if device.type != "cuda" or device.index == device_of_thread.ordinal:
                     grad = a.requires_grad is True
                     return call_known(scalar_op, device.key_bit | AUTOGRAD_BIT if grad else device.key_bit,
                                       a.dtype.name, a, b)
                 return guarded_call(scalar_op, a, b)
-            if type(b) is int:
+            if type(b) is int and a.dtype in keeps_int:
                 return on_device(op, a, scalar_tensor(b, a.dtype, device), device)
         elif type(b) is Tensor:
-            if type(a) is float and op in COMMUTATIVE:
-                return on_device(scalar_op, b, a, b.device)              # 2.0 * x is x * 2.0
-            if type(a) in _NUMBERS:
+            if type(a) is float and b.dtype in FLOATS:
+                if op in COMMUTATIVE:
+                    return on_device(scalar_op, b, a, b.device)              # 2.0 * x is x * 2.0
+                return on_device(op, scalar_tensor(a, b.dtype, b.device), b, b.device)     # 1.0 - p
+            if type(a) is int and b.dtype in keeps_int:
                 return on_device(op, scalar_tensor(a, b.dtype, b.device), b, b.device)     # 1 - p
         return checked(op, a, b)
 

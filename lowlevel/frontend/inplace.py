@@ -1,6 +1,7 @@
 """Layer 1: writing into tensors. copy_, fill_, zero_, the in-place arithmetic add_ sub_
 mul_ div_ (and +=, -=, *=, /=, which now change the tensor itself, so that every alias and
-view sees the new values), and item assignment (t[index] = value).
+view sees the new values), and item assignment (t[index] = value). The in-place arithmetic
+computes in the operands' result type and refuses one its tensor cannot hold (promotion.py).
 
 Every write goes through one dispatched op, `copy_(dst, src)`: src (of dst's dtype, on its
 device, broadcastable to its shape) is written into the view dst. The CPU backend assigns
@@ -20,6 +21,7 @@ from .autograd import rebase_history, records_inplace
 from .creation import from_numpy_values
 from .device import on_their_device
 from .ops import add, clamp, clone, div, mul, sub, to, where
+from .promotion import binary_dtype, check_inplace, result_type, true_divide_dtype
 from .shapes import broadcast_shapes
 from .tensor import Tensor
 
@@ -77,6 +79,8 @@ def _apply(op: str, dst: Tensor, other, compute) -> Tensor:
     recorded = records_inplace(dst, other)
     values = compute(clone(dst) if recorded else dst)
     _check_writable(op, dst, values.shape)
+    if values.dtype is not dst.dtype:
+        values = to(values, dst.dtype)      # computed in the result type, written in dst's (promotion.py)
     write(dst, values)
     if recorded:
         rebase_history(dst, values)
@@ -99,21 +103,26 @@ def zero_(dst: Tensor) -> Tensor:
     return fill_(dst, 0)
 
 
-def _inplace(name: str, op):
+def inplace_op(name: str, op, result_dtype=binary_dtype):
+    """The in-place form of the binary op `op`: computed in the operands' result type
+    (`result_dtype(self, other)`), refused where self cannot hold that (`i += 1.5` on an
+    integer tensor, as PyTorch refuses it), written back into self in its own dtype."""
     def method(self, other):
         _check_writable(name, self, other.shape if isinstance(other, Tensor) else ())
+        check_inplace(name, result_dtype(self, other), self.dtype)
         return _apply(name, self, other, lambda base: op(base, other))
     method.__name__ = name
     return method
 
 
-add_, sub_, mul_, div_ = (_inplace(n, f) for n, f in (("add_", add), ("sub_", sub), ("mul_", mul),
-                                                     ("div_", div)))
+add_, sub_, mul_ = (inplace_op(n, f) for n, f in (("add_", add), ("sub_", sub), ("mul_", mul)))
+div_ = inplace_op("div_", div, true_divide_dtype)
 
 
 def clamp_(self: Tensor, min=None, max=None) -> Tensor:       # noqa: A002 - PyTorch's keyword names
     """self limited to [min, max] in place (numbers or tensors broadcastable to self)."""
     bound = next((b for b in (min, max) if isinstance(b, Tensor) and b.requires_grad), None)
+    check_inplace("clamp_", result_type(self, *(b for b in (min, max) if b is not None)), self.dtype)
     return _apply("clamp_", self, bound, lambda base: clamp(base, min, max))
 
 

@@ -1,7 +1,8 @@
 """Layer 1: the shape ops and constructors a PyTorch user reaches for next.
 
     views      unsqueeze, squeeze, flatten (reshapes and indexing: autograd sees the view)
-    joining    cat (one dispatched op, with a gradient), stack (cat of unsqueezed views)
+    joining    cat (one dispatched op, with a gradient), stack (cat of unsqueezed views), of
+               tensors of any dtypes, joined in their result type (promotion.py)
     creation   zeros_like, ones_like, empty_like, eye, linspace, from_numpy
     dtypes     .half(), .float(), .double(); float(t) and int(t) of one element
 
@@ -18,7 +19,9 @@ from . import dtypes as dt
 from .creation import empty, from_numpy_values, full
 from .device import Device, on_their_device
 from .dtypes import as_dtype
+from .errors import DeviceError, ShapeError
 from .ops import to
+from .promotion import result_type
 from .tensor import Tensor
 
 call = on_their_device(call)          # CUDA work on its tensors' device
@@ -72,7 +75,7 @@ def flatten(x, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         return x.reshape(1)
     start, end = _dim("flatten", start_dim, x.ndim), _dim("flatten", end_dim, x.ndim)
     if start > end:
-        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {x.shape}")
+        raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {x.shape}")
     if start == end:
         return x[...]
     return x.reshape(*x.shape[:start], math.prod(x.shape[start:end + 1]), *x.shape[end + 1:])
@@ -83,19 +86,18 @@ def _check_joinable(op: str, tensors) -> list:
     if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
         raise TypeError(f"{op}: expected a list or tuple of tensors, got {type(tensors).__name__}")
     if not tensors:
-        raise ValueError(f"{op}: expected a non-empty list of tensors")
+        raise ShapeError(f"{op}: expected a non-empty list of tensors")
     for i, t in enumerate(tensors):
         if not isinstance(t, Tensor):
             raise TypeError(f"{op}: tensors[{i}] is {type(t).__name__}, not a tensor")
     first = tensors[0]
     for i, t in enumerate(tensors[1:], 1):
         if t.device != first.device:
-            raise ValueError(f"{op}: tensors[0] is {_describe(first)}, tensors[{i}] is {_describe(t)}: "
-                             f"different devices")
-        if t.dtype is not first.dtype:
-            raise TypeError(f"{op}: tensors[0] is {_describe(first)}, tensors[{i}] is {_describe(t)}: "
-                            f"different dtypes; convert one with .to(dtype)")
-    return list(tensors)
+            raise DeviceError(f"{op}: tensors[0] is {_describe(first)}, tensors[{i}] is {_describe(t)}: "
+                              f"different devices")
+    # tensors of different dtypes join in their result type (promotion.py), as in PyTorch
+    dtype = result_type(*tensors)
+    return [t if t.dtype is dtype else to(t, dtype) for t in tensors]
 
 
 def cat(tensors, dim: int = 0) -> Tensor:
@@ -103,11 +105,11 @@ def cat(tensors, dim: int = 0) -> Tensor:
     tensors = _check_joinable("cat", tensors)
     first = tensors[0]
     if first.ndim == 0:
-        raise ValueError("cat: zero-dimensional tensors cannot be concatenated (use stack)")
+        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated (use stack)")
     d = _dim("cat", dim, first.ndim)
     for i, t in enumerate(tensors[1:], 1):
         if t.ndim != first.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape)) if k != d):
-            raise ValueError(f"cat: sizes must match except in dimension {d}: tensors[0] is {first.shape}, "
+            raise ShapeError(f"cat: sizes must match except in dimension {d}: tensors[0] is {first.shape}, "
                              f"tensors[{i}] is {t.shape}")
     return call("cat", *tensors, dim=d)
 
@@ -118,7 +120,7 @@ def stack(tensors, dim: int = 0) -> Tensor:
     first = tensors[0]
     for i, t in enumerate(tensors[1:], 1):
         if t.shape != first.shape:
-            raise ValueError(f"stack: expects each tensor to be equal size, but got {first.shape} at entry 0 "
+            raise ShapeError(f"stack: expects each tensor to be equal size, but got {first.shape} at entry 0 "
                              f"and {t.shape} at entry {i}")
     d = _dim("stack", dim, first.ndim + 1)
     return cat([unsqueeze(t, d) for t in tensors], d)
@@ -147,7 +149,7 @@ def ones_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 def _size(op: str, name: str, n) -> int:
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"{op}: {name} must be a non-negative int, got {n!r}")
+        raise ShapeError(f"{op}: {name} must be a non-negative int, got {n!r}")
     return int(n)
 
 
@@ -180,7 +182,7 @@ def from_numpy(array) -> Tensor:
 # ---- dtypes and Python numbers ------------------------------------------------------------------------
 def _one_element(op: str, x: Tensor):
     if x.numel() != 1:
-        raise ValueError(f"{op}: only a tensor with one element can be converted to a Python number, "
+        raise ShapeError(f"{op}: only a tensor with one element can be converted to a Python number, "
                          f"this one has {x.numel()} (shape {x.shape})")
     if x.device.type == "cuda":
         refuse_while_capturing(op)      # named here, before item() would name itself

@@ -1,9 +1,10 @@
 """Layer 1, the frontend ops: validate in Python, then hand the call to the dispatcher.
 
-Every check here runs before any driver call: operands on different devices, of different
-dtypes, or of shapes that do not broadcast (or do not multiply) raise a Python error that
-names both operands. Python numbers are accepted as the other operand of arithmetic and
-take the tensor's dtype and device.
+Every check here runs before any driver call: operands on different devices, or of shapes
+that do not broadcast (or do not multiply) raise an error (a RuntimeError, as in PyTorch:
+errors.py) that names both operands. Operands of different dtypes, and Python numbers, are
+promoted as PyTorch promotes them (promotion.py): each operand is cast to the result type
+(a number becomes its 0-d tensor) before the op is dispatched.
 
 Beside the basic arithmetic: sqrt rsqrt log log1p expm1 tanh sigmoid abs, minimum, pow,
 clamp (maximum then minimum) and min (the reduction, as -max(-x)).
@@ -21,10 +22,12 @@ from ..cuda.context import device_of_thread
 from ..cuda.graph import refuse_while_capturing
 from ..dispatch import Autograd, KeySet, backend_for, call, redispatch
 from . import dtypes as dt
-from .creation import from_numpy_values, full, scalar_tensor
+from .creation import from_numpy_values, full
 from .device import Device, on_their_device
 from .dtypes import DType, as_dtype, is_dtype_name
+from .errors import ArgumentError, DeviceError, DTypeError, DTypeNotImplemented, ShapeError
 from .fast_ops import COMMUTATIVE, NUMBER_OVERLOADS, binary_op, unary_op
+from .promotion import binary_dtype, promoted, true_divide_dtype
 from .shapes import broadcast_shapes
 from .tensor import Tensor
 
@@ -45,12 +48,16 @@ def _describe(x) -> str:
     return f"{tuple(x.shape)} {x.dtype.name} on {x.device}" if isinstance(x, Tensor) else repr(x)
 
 
-def _same_device_and_dtype(op: str, a: Tensor, b: Tensor) -> None:
+def _same_device(op: str, a: Tensor, b: Tensor) -> None:
     if a.device is not b.device and a.device != b.device:
-        raise ValueError(f"{op}: operands are on different devices: a is {_describe(a)}, b is {_describe(b)}")
+        raise DeviceError(f"{op}: operands are on different devices: a is {_describe(a)}, b is {_describe(b)}")
+
+
+def _same_device_and_dtype(op: str, a: Tensor, b: Tensor) -> None:
+    _same_device(op, a, b)
     if a.dtype is not b.dtype:
-        raise TypeError(f"{op}: operands have different dtypes: a is {_describe(a)}, b is {_describe(b)}; "
-                        f"convert one with .to(dtype)")
+        raise DTypeError(f"{op}: operands have different dtypes: a is {_describe(a)}, b is {_describe(b)}; "
+                         f"convert one with .to(dtype)")
 
 
 def _binary(op: str, a, b) -> Tensor:
@@ -65,46 +72,45 @@ def _binary(op: str, a, b) -> Tensor:
             raise TypeError(f"{op}: cannot combine a tensor with {type(x).__name__}")
     like = a if isinstance(a, Tensor) else b
     if isinstance(a, Tensor) and isinstance(b, Tensor):
-        _same_device_and_dtype(op, a, b)
+        _same_device(op, a, b)
         broadcast_shapes(op, a.shape, b.shape)
-    # A Python float goes as the op's number overload (fast_ops.binary_op, which makes it a
-    # 0-d tensor where no kernel takes it); any other number becomes a 0-d tensor of the
-    # other operand's dtype and device, that carries the number too (a kernel may take it
-    # as an argument).
+    # Both operands become the result type (promotion.py): a tensor by a cast, a number as
+    # a 0-d tensor of it, that carries the number too (a kernel may take it as an argument).
+    dtype = true_divide_dtype(a, b) if op == "div" else binary_dtype(a, b)
+    # A Python float beside a tensor of the result type goes as the op's number overload
+    # (fast_ops.binary_op, which makes it a 0-d tensor where no kernel takes it).
     overload = NUMBER_OVERLOADS.get(op)
     if overload is not None and (type(b) is float or (type(a) is float and op in COMMUTATIVE)):
         a, b = (a, b) if type(b) is float else (b, a)
         if trace.active is not None:
             trace.note_validation(op, time.perf_counter() - start)
-        return call(overload, a, b)
-    a, b = (x if isinstance(x, Tensor) else scalar_tensor(x, like.dtype, like.device) for x in (a, b))
+        return call(overload, promoted(a, dtype, a), b)
+    a, b = (promoted(x, dtype, like) for x in (a, b))
     if trace.active is not None:
         trace.note_validation(op, time.perf_counter() - start)
     return call(op, a, b)
 
 
+checked_binary = _binary         # for the modules that make more binary ops (division.py)
 add = binary_op(_binary, "add")
-_sub, _div = binary_op(_binary, "sub"), binary_op(_binary, "div")
+_sub = binary_op(_binary, "sub")
+
+
+def is_bool(x) -> bool:
+    """Whether x is a bool tensor or a Python (numpy) bool."""
+    return x.dtype is dt.bool_ if type(x) is Tensor else isinstance(x, (bool, np.bool_))
 
 
 def sub(a, b) -> Tensor:
-    if (isinstance(a, Tensor) and a.dtype.name == "bool") or (isinstance(b, Tensor) and b.dtype.name == "bool"):
-        raise TypeError("sub: - on bool tensors is not supported (as in PyTorch); to invert a mask use "
-                        "ll.eq(mask, False)")
+    if is_bool(a) or is_bool(b):
+        raise DTypeError("sub: - with a bool operand is not supported (as in PyTorch); to invert a mask use "
+                         "ll.eq(mask, False)")
     return _sub(a, b)
 
 
 mul = binary_op(_binary, "mul")
-
-
-def div(a, b) -> Tensor:
-    """a / b, true division. Integer tensors are refused: PyTorch divides them into a float
-    tensor, lowlevel has no type promotion, and truncating would be silently wrong."""
-    like = a if isinstance(a, Tensor) else b
-    if isinstance(like, Tensor) and not like.dtype.is_float:
-        raise TypeError(f"div: true division of {_describe(like)} would give floats; lowlevel does not promote "
-                        f"dtypes, so convert the operands with .to(lowlevel.float32) first")
-    return _div(a, b)
+# a / b, true division: integer and bool operands divide into the default float dtype
+div = binary_op(_binary, "div", true_division=True)
 
 
 maximum = binary_op(_binary, "maximum")
@@ -112,13 +118,7 @@ maximum = binary_op(_binary, "maximum")
 
 # ---- comparisons (bool results) and where ------------------------------------------------------
 def _compare(op: str, a, b) -> Tensor:
-    """Elementwise a OP b as a bool tensor, broadcasting; a number takes the tensor's dtype."""
-    like = a if isinstance(a, Tensor) else b
-    other = b if like is a else a
-    if isinstance(other, float) and not like.dtype.is_float and not float(other).is_integer():
-        # Converting 0.5 to an int64 tensor's dtype would compare against 0: refuse instead.
-        raise TypeError(f"{op}: cannot compare {_describe(like)} with the non-integer {other!r}; "
-                        f"convert the tensor with .to(lowlevel.float32) first")
+    """Elementwise a OP b as a bool tensor, broadcasting; compared in the operands' result type."""
     return _binary(op, a, b)
 
 
@@ -147,18 +147,22 @@ def ge(a, b) -> Tensor:
 
 
 def where(cond, a, b) -> Tensor:
-    """a where cond is true, else b (broadcasting all three); a number takes the other's dtype."""
+    """a where cond is true, else b (broadcasting all three), in a's and b's result type."""
     if not isinstance(cond, Tensor) or cond.dtype.name != "bool":
-        raise TypeError(f"where: cond must be a bool tensor, got {_describe(cond)}")
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        raise TypeError("where: a or b must be a tensor")
-    like = a if isinstance(a, Tensor) else b
+        raise DTypeError(f"where: cond must be a bool tensor, got {_describe(cond)}")
+    like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
+    if like is None and (np.ndim(a) or np.ndim(b)):
+        raise TypeError("where: a or b must be a tensor, or both numbers")
+    like = cond if like is None else like          # two numbers: on cond's device
+    a, b = (x if isinstance(x, Tensor) or np.ndim(x) == 0 else from_numpy_values(np.array(x), like.dtype, like.device)
+            for x in (a, b))
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        _same_device("where", a, b)
     # a number becomes the 0-d constant of an op's number (no host copy: allowed in a graph capture)
-    a, b = (x if isinstance(x, Tensor) else scalar_tensor(x, like.dtype, like.device) if np.ndim(x) == 0
-            else from_numpy_values(np.array(x), like.dtype, like.device) for x in (a, b))
-    _same_device_and_dtype("where", a, b)
+    dtype = binary_dtype(a, b)
+    a, b = (promoted(x, dtype, like) for x in (a, b))
     if cond.device != a.device:
-        raise ValueError(f"where: cond is {_describe(cond)}, a is {_describe(a)}: different devices")
+        raise DeviceError(f"where: cond is {_describe(cond)}, a is {_describe(a)}: different devices")
     broadcast_shapes("where", broadcast_shapes("where", a.shape, b.shape), cond.shape)
     # The values come first: their dtype is what chooses the kernel.
     return call("where", a, b, cond)
@@ -169,7 +173,7 @@ def _unary(op: str, x, floats_only: bool = False) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
     if floats_only and not x.dtype.is_float:
-        raise TypeError(f"{op}: needs a floating-point tensor, got {_describe(x)}")
+        x = cast(x, dt.float32)         # an integer or bool tensor computes in the default float dtype
     if trace.active is not None:
         trace.note_validation(op, time.perf_counter() - start)
     return call(op, x)
@@ -177,7 +181,7 @@ def _unary(op: str, x, floats_only: bool = False) -> Tensor:
 
 def neg(x) -> Tensor:
     if isinstance(x, Tensor) and x.dtype.name == "bool":
-        raise TypeError("neg: - on a bool tensor is not supported (as in PyTorch); to invert a mask use "
+        raise DTypeError("neg: - on a bool tensor is not supported (as in PyTorch); to invert a mask use "
                         "ll.eq(mask, False)")
     return _unary("neg", x)
 
@@ -198,7 +202,7 @@ def _reduction(op: str, x, dim, keepdim: bool) -> Tensor:
             raise IndexError(f"{op}: dim {dim} is out of range for a tensor of shape {x.shape}")
         dim = int(dim) % (nd or 1)
     if op == "mean" and not x.dtype.is_float:
-        raise TypeError(f"mean: needs a floating-point tensor, got {_describe(x)}")
+        raise DTypeError(f"mean: needs a floating-point tensor, got {_describe(x)}")
     if op == "max" and (x.numel() == 0 or (dim is not None and x.shape[dim] == 0)):
         raise ValueError(f"max: the reduced dimension of {_describe(x)} is empty")
     if trace.active is not None:
@@ -224,7 +228,7 @@ def max(x, dim=None, keepdim=False) -> Tensor:       # noqa: A001
 def softmax(x, dim=-1) -> Tensor:
     start = time.perf_counter() if trace.active is not None else 0.0
     if not isinstance(x, Tensor) or not x.dtype.is_float:
-        raise TypeError(f"softmax: needs a floating-point tensor, got {_describe(x)}")
+        raise DTypeNotImplemented(f"softmax: needs a floating-point tensor, got {_describe(x)}")
     nd = len(x.shape)
     if nd == 0 or not -nd <= dim < nd:
         raise IndexError(f"softmax: dim {dim} is out of range for a tensor of shape {x.shape}")
@@ -243,13 +247,13 @@ def matmul(a, b) -> Tensor:
     sa, sb = a.shape, b.shape
     na, nb = len(sa), len(sb)
     if not (1 <= na <= 3 and 1 <= nb <= 3):
-        raise ValueError(f"matmul: supports 1-D to 3-D operands, got a {sa} and b {sb}")
+        raise ShapeError(f"matmul: supports 1-D to 3-D operands, got a {sa} and b {sb}")
     k_a = sa[-1]
     k_b = sb[0] if nb == 1 else sb[-2]
     if k_a != k_b:
-        raise ValueError(f"matmul: a is {sa} and b is {sb}: inner dimensions {k_a} and {k_b} differ")
+        raise ShapeError(f"matmul: a is {sa} and b is {sb}: inner dimensions {k_a} and {k_b} differ")
     if na == 3 and nb == 3 and sa[0] != sb[0]:
-        raise ValueError(f"matmul: batch sizes differ: a is {sa}, b is {sb}")
+        raise ShapeError(f"matmul: batch sizes differ: a is {sa}, b is {sb}")
     if trace.active is not None:
         trace.note_validation("matmul", time.perf_counter() - start)
     return _caller(a)("matmul", a, b)
@@ -271,8 +275,9 @@ def pow(x, exponent) -> Tensor:         # noqa: A001
     """x ** exponent, elementwise (a number or a tensor of x's dtype and device, broadcasting)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"pow: the base must be a tensor, got {type(x).__name__}")
-    if not x.dtype.is_float:
-        raise TypeError(f"pow: needs a floating-point base, got {tuple(x.shape)} {x.dtype.name}")
+    if not binary_dtype(x, exponent).is_float:
+        raise DTypeError(f"pow: integer powers are not supported (a floating-point base or exponent is), got "
+                         f"{tuple(x.shape)} {x.dtype.name} ** {_describe(exponent)}")
     return _binary("pow", x, exponent)
 
 
@@ -291,7 +296,7 @@ def clamp(x, min=None, max=None) -> Tensor:         # noqa: A002 - PyTorch's key
         raise TypeError(f"clamp: expected a tensor, got {type(x).__name__}")
     lo, hi = _bound("clamp", x, "min", min), _bound("clamp", x, "max", max)
     if lo is None and hi is None:
-        raise ValueError("clamp: at least one of min and max must be given")
+        raise ArgumentError("clamp: at least one of min and max must be given")
     out = x if lo is None else maximum(x, lo)
     return out if hi is None else minimum(out, hi)
 
@@ -366,9 +371,9 @@ def masked_select(x, mask) -> Tensor:
     if not isinstance(x, Tensor) or not isinstance(mask, Tensor):
         raise TypeError(f"masked_select: needs two tensors, got {type(x).__name__} and {type(mask).__name__}")
     if mask.dtype.name != "bool":
-        raise TypeError(f"masked_select: the mask must be a bool tensor, got {_describe(mask)}")
+        raise DTypeError(f"masked_select: the mask must be a bool tensor, got {_describe(mask)}")
     if mask.device != x.device:
-        raise ValueError(f"masked_select: x is {_describe(x)}, the mask is {_describe(mask)}: different devices")
+        raise DeviceError(f"masked_select: x is {_describe(x)}, the mask is {_describe(mask)}: different devices")
     broadcast_shapes("masked_select", x.shape, mask.shape)
     if x.device.type == "cuda":
         refuse_while_capturing("masked_select (t[mask])", "the size of its result is the count of true "

@@ -3,6 +3,8 @@ arguments of views, -1 inference, and broadcasting (which names both shapes when
 """
 import math
 
+from .errors import ShapeError
+
 
 def contiguous_strides(shape) -> tuple:
     """Row-major strides, in elements, of a tensor of `shape`."""
@@ -23,14 +25,14 @@ def shape_args(args) -> list:
 def infer_shape(shape, numel: int) -> tuple:
     """`shape` with its -1 (at most one) filled in, checked against `numel` elements."""
     if shape.count(-1) > 1:
-        raise ValueError("only one dimension can be -1")
+        raise ShapeError("only one dimension can be -1")
     known = math.prod(s for s in shape if s != -1)
     if -1 in shape:
         if known == 0 or numel % known:
-            raise ValueError(f"shape {tuple(shape)} is invalid for {numel} elements")
+            raise ShapeError(f"shape {tuple(shape)} is invalid for {numel} elements")
         shape = [numel // known if s == -1 else s for s in shape]
     if math.prod(shape) != numel:
-        raise ValueError(f"shape {tuple(shape)} is invalid for {numel} elements")
+        raise ShapeError(f"shape {tuple(shape)} is invalid for {numel} elements")
     return tuple(shape)
 
 
@@ -41,7 +43,7 @@ def broadcast_shapes(op: str, a: tuple, b: tuple) -> tuple:
         x = a[-i] if i <= len(a) else 1
         y = b[-i] if i <= len(b) else 1
         if x != y and 1 not in (x, y):
-            raise ValueError(f"{op}: shapes {tuple(a)} and {tuple(b)} do not broadcast "
+            raise ShapeError(f"{op}: shapes {tuple(a)} and {tuple(b)} do not broadcast "
                              f"(dimension -{i}: {x} vs {y})")
         out.append(max(x, y) if 0 not in (x, y) else 0)
     return tuple(reversed(out))

@@ -28,6 +28,7 @@ from ..cuda.context import release_later
 from ..cuda.graph import refuse_while_capturing
 from .device import Device, check_ordinal, device_guard
 from .dtypes import DType
+from .errors import ShapeError
 from .shapes import contiguous_strides, infer_shape, shape_args
 
 # Set by frontend/autograd when it loads: view_hook(base, view, how) records a view of a
@@ -254,7 +255,7 @@ class Tensor:
     def permute(self, *dims) -> "Tensor":
         dims = shape_args(dims)
         if sorted(d % self.ndim for d in dims) != list(range(self.ndim)):
-            raise ValueError(f"permute{tuple(dims)}: not a permutation of the {self.ndim} dimensions")
+            raise ShapeError(f"permute{tuple(dims)}: not a permutation of the {self.ndim} dimensions")
         dims = [d % self.ndim for d in dims]
         return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims], how=("permute", dims))
 
@@ -271,7 +272,7 @@ class Tensor:
         """Broadcast size-1 dimensions to `shape` without copying (their stride becomes 0)."""
         shape = shape_args(shape)
         if len(shape) < self.ndim:
-            raise ValueError(f"expand{tuple(shape)}: fewer dimensions than the tensor's {self.shape}")
+            raise ShapeError(f"expand{tuple(shape)}: fewer dimensions than the tensor's {self.shape}")
         lead = len(shape) - self.ndim
         new_strides = []
         for i, size in enumerate(shape):
@@ -284,7 +285,7 @@ class Tensor:
             elif own == 1:
                 new_strides.append(0)
             else:
-                raise ValueError(f"expand: dimension {i} of size {own} cannot become {size} (shape {self.shape})")
+                raise ShapeError(f"expand: dimension {i} of size {own} cannot become {size} (shape {self.shape})")
         shape = [self.shape[i - lead] if s == -1 else s for i, s in enumerate(shape)]
         return self._view(shape, new_strides, how=("expand",))
 
@@ -350,7 +351,7 @@ class Tensor:
 
     def item(self):
         if self.numel() != 1:
-            raise ValueError(f"item() needs exactly one element, the tensor has {self.numel()} (shape {self.shape})")
+            raise ShapeError(f"item() needs exactly one element, the tensor has {self.numel()} (shape {self.shape})")
         self._refuse_in_capture("item()")
         return self.numpy().reshape(()).item()
 

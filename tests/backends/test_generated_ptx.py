@@ -1,5 +1,6 @@
 """The kernels generated from commented templates (tools/gen_dtype_ptx.py, gen_reduce_ptx.py,
-gen_cast_ptx.py, gen_mask_ptx.py, gen_index_ptx.py, gen_math_f64_ptx.py, gen_pow_f64_ptx.py, gen_half_ptx.py): each committed ptx/ file must be what its generator writes,
+gen_cast_ptx.py, gen_mask_ptx.py, gen_index_ptx.py, gen_math_f64_ptx.py, gen_pow_f64_ptx.py, gen_half_ptx.py,
+gen_floordiv_ptx.py): each committed ptx/ file must be what its generator writes,
 so that the template and the kernels never drift apart (test_ptx_files.py assembles them with
 ptxas and checks their comments like every file)."""
 import importlib.util
@@ -27,7 +28,8 @@ def test_generated_files_are_current(name):
 
 @pytest.mark.parametrize("name,file", [("gen_cast_ptx", "cast_all.ptx"), ("gen_mask_ptx", "masked.ptx"),
                                        ("gen_index_ptx", "index_ops.ptx"),
-                                       ("gen_math_f64_ptx", "math_f64.ptx"), ("gen_pow_f64_ptx", "pow_f64.ptx")])
+                                       ("gen_math_f64_ptx", "math_f64.ptx"), ("gen_pow_f64_ptx", "pow_f64.ptx"),
+                                       ("gen_floordiv_ptx", "floordiv.ptx")])
 def test_generated_file_is_current(name, file):
     assert (ROOT / "ptx" / file).read_text() == _generator(name).generate(), \
         f"ptx/{file} is stale: run python tools/{name}.py"

@@ -254,7 +254,7 @@ def _error(fn) -> tuple[type, str]:
 
 
 BAD_SAME_SHAPE = {
-    "dtypes differ": (lambda t, other: t + other.half(), TypeError, "add: operands have different dtypes"),
+    "dtypes differ": (lambda t, other: t @ other.half().T, TypeError, "matmul: operands have different dtypes"),
     "devices differ": (lambda t, other: t + other.cpu(), ValueError, "add: operands are on different devices"),
     "no kernel for the dtype": (lambda t, other: t.to(ll.int32) @ other.to(ll.int32).T, NotImplementedError,
                                 "matmul has no CUDA kernel for dtype int32"),

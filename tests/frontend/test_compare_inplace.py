@@ -44,11 +44,12 @@ def test_equal_tensors_compare_equal_not_by_identity(device):
     assert {a: 1, b: 2}[a] == 1 and len({a, b}) == 2            # hashing stays by identity
 
 
-def test_compare_on_cpu_int_and_refused_fraction():
+def test_compare_on_cpu_int_and_fraction_promotes():
     a = ll.tensor([1, 2, 3])
     assert (a >= 2).numpy().tolist() == [False, True, True]
-    with pytest.raises(TypeError, match="non-integer 0.5"):
-        ll.gt(a, 0.5)
+    # compared in float32, the result type of an int64 tensor and a Python float (as PyTorch)
+    assert ll.gt(a, 1.5).numpy().tolist() == [False, True, True]
+    assert (a == 2.0).numpy().tolist() == [False, True, False]
 
 
 def test_bool_comparisons_order_false_below_true(device):

@@ -5,7 +5,6 @@ as numpy's does, float64 with NaN, inf and -0.0, comparisons, where of every dty
 reductions, and casts between every pair of dtypes. Shapes include 0-sized dimensions,
 broadcasting and non-contiguous views."""
 import numpy as np
-import pytest
 from helpers.tensor_strategies import LAYOUTS, NUMPY, PROPERTY, SPECIALS, as_tensor, assert_same
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -77,11 +76,11 @@ def test_integer_and_float64_unary_ops_and_division_match_numpy(device, data, op
     assert_same(got.numpy(), expected)
 
 
-def test_integer_division_is_refused_on_every_backend(device):
-    # / on integers would give floats in PyTorch; lowlevel does not promote, on any backend
+def test_integer_division_gives_floats_on_every_backend(device):
+    # / on integers gives the default float dtype, as in PyTorch, on every backend
     a = ll.tensor([3, 4], dtype=ll.int32, device=device)
-    with pytest.raises(TypeError, match="div: true division of .* int32"):
-        a / a
+    out = a / ll.tensor([2, 8], dtype=ll.int32, device=device)
+    assert out.dtype is ll.float32 and out.numpy().tolist() == [1.5, 0.5]
 
 
 COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,

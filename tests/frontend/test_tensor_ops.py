@@ -154,7 +154,7 @@ def test_validation_errors_name_both_operands_and_call_no_driver(driver):
         (lambda: a32 + five, ValueError, r"add: shapes \(3, 4\) and \(5,\) do not broadcast"),
         (lambda: a32 - cpu, ValueError, r"sub: operands are on different devices: a is \(3, 4\) float32 on cuda:0, "
                                         r"b is \(3, 4\) float32 on cpu"),
-        (lambda: a32 * a16, TypeError, r"mul: operands have different dtypes: a is .*float32.*, b is .*float16"),
+        (lambda: a32 @ a16, TypeError, r"matmul: operands have different dtypes: a is .*float32.*, b is .*float16"),
         (lambda: a32 @ a32, ValueError, r"matmul: a is \(3, 4\) and b is \(3, 4\): inner dimensions 4 and 3 differ"),
         (lambda: a32.sum(2), IndexError, r"sum: dim 2 is out of range"),
         (lambda: ints.mean(), TypeError, r"mean\(\): could not infer output dtype. Input dtype must be either a floating"),

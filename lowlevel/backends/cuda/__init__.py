@@ -7,6 +7,7 @@
     elementwise.py   add sub mul div maximum minimum neg relu exp abs sqrt pow and the math ops
                      (float32, float16, bfloat16, float64; the arithmetic also int32, int64, bool)
     compare.py       comparisons (-> bool) and where (every dtype), copy_ into strided views
+    division.py      floor_divide and remainder (// and %, floor semantics; ptx/floordiv.ptx)
     reductions.py    sum max mean softmax (float32), by rows
     dtype_reductions.py  the other dtypes' reductions and softmax, argmax, argmin
     broadcast.py     the shape and strides two operands broadcast to, for the kernels' stride arguments
@@ -28,7 +29,7 @@ handwritten kernels of ptx/ instead of cuBLAS.
 import sys
 import types
 
-from . import compare, dtype_reductions, elementwise, fill, indexing, layout, masks, matmul, reductions  # noqa: F401  (each registers its kernels)
+from . import compare, division, dtype_reductions, elementwise, fill, indexing, layout, masks, matmul, reductions  # noqa: F401  (each registers its kernels)
 from .matmul_ptx import matmul_library  # noqa: F401  (lowlevel.backends.cuda.matmul_library)
 
 
