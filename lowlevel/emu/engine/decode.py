@@ -40,12 +40,8 @@ from .. import isa  # noqa: F401  (every instruction family registers itself: is
 from ..isa import divsqrt, fma32, numerics
 from ..isa.addressing import kernel_layout
 from ..isa.calls import inline_calls
-from ..isa.cluster import CLUSTER_BARRIER
-from ..isa.mbarrier import is_wait
-from ..isa.warpmask import sync_kind
-from ..isa.memops import after_barrier, ends_block
 from ..isa.operands import Mods, operands, unsupported, view_name
-from ..isa.registry import RUNTIME, SPECIAL_READERS, lookup
+from ..isa.registry import RUNTIME, SPECIAL_READERS, block_role, lookup
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Imm, Instruction, Kernel, PtxModule, Reg, Sym
 from ..ptx.parser import parse_ptx
@@ -288,20 +284,19 @@ def split_blocks(k: Kernel) -> list[Block]:
                 cur = Block(len(blocks), [], [])
             cur.labels.append(item)
             continue
-        warp = sync_kind(item)
+        role = block_role(item)           # its family's declaration (isa/registry.py)
         # a wait is alone in its block; a warp instruction starts one, so that lanes can
         # wait there before the block has done anything (isa/warpmask.py), and
         # bar.warp.sync is alone, so that its waiters pass it to the next block
-        if (is_wait(item) or warp) and cur.instructions:
+        if (role.waits or role.warp_sync) and cur.instructions:
             blocks.append(cur)
             cur = Block(len(blocks), [], [])
         cur.instructions.append(item)
-        if item.opcode in _TERMINATORS or ends_block(item) or is_wait(item) or warp == "bar":
+        if item.opcode in _TERMINATORS or role.ends_block or role.waits or role.warp_sync == "bar":
             blocks.append(cur)
             cur = Block(len(blocks), [], [])
-            follow = after_barrier(item)       # bar.red: its result starts the next block
-            if follow is not None:
-                cur.instructions.append(follow)
+            if role.follows is not None:      # bar.red: its result starts the next block
+                cur.instructions.append(role.follows)
     if cur.instructions or cur.labels or not blocks:
         blocks.append(cur)
     return blocks
@@ -373,12 +368,11 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
         if ret is None:
             ret = str(block.index + 1 if block.index + 1 < exit_pc else exit_pc)
         block.barrier = getattr(g, "barrier", None)
-        if block.barrier is not None and block.barrier[0] == CLUSTER_BARRIER:
-            ck.cluster_barriers = True
         block.reduction = getattr(g, "barrier_red", None)
-        block.waits = is_wait(block.instructions[0]) if block.instructions else False
+        role = block_role(block.instructions[0]) if block.instructions else None
+        block.waits = role is not None and role.waits
         ck.waits |= block.waits
-        block.warp_sync = sync_kind(block.instructions[0]) if block.instructions else None
+        block.warp_sync = role.warp_sync if role is not None else None
         block.reads = tuple(g.used)
         block.writes = tuple(g.written)
         block.n_instructions = len(block.instructions)

@@ -5,11 +5,10 @@
     arith.py       add sub mul mad fma div rem, the unary operations, min max, logic, shifts
     fma32.py       fma.rn.f32 on arrays, correctly rounded in a few numpy passes (arith's hot path)
     compare.py     setp set selp
-    minmaxmore.py  min/max.relu on s32/s16x2, min/max.xorsign.abs on half types, lop3.{and,or} d|p
     convert.py     mov cvt, trap, membar/fence
     cvtpack.py     cvt.pack.sat (two s32 saturated to u16/s16/u8/s8/u4/s4/u2/s2 and packed)
-    half.py        the f16/bf16 (and pair) forms of arithmetic, setp and cvt
-    halfmore.py    atom/red.add.noftz on f16/bf16 (and pairs), set on half types
+    half.py        the f16/bf16 (and pair) arithmetic, min/max.xorsign.abs
+    half_compare_convert.py  setp, set, cvt and atom/red.add.noftz on the half types
     bits.py        popc clz brev bfind fns bfe bfi prmt lop3 shf mul24 sad dp4a/dp2a slct
                    copysign testp
     warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync
@@ -58,6 +57,6 @@ The decoder (engine/decode.py) imports this package once, so every family has re
 before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
-               cvtpack, devassert, electszext, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
-               mbarrier, memhints, memops, minmaxmore, mma_sparse, paramaddr, printf, recursion, simd, spacep,
+               cvtpack, devassert, electszext, griddep, half, half_compare_convert, heap, indirect, lowfloat, matrix, matrix_store,
+               mbarrier, memhints, memops, mma_sparse, paramaddr, printf, recursion, simd, spacep,
                specials, vecatom, videoscalar, warp, wmma)

@@ -33,10 +33,10 @@ import numpy as np
 from ..ptx.errors import PtxError
 from . import bulkcopy, mbarrier
 from .operands import Mods, operands, unsupported
-from .registry import provide, register
+from .registry import MEMORY, family, provide
 from ..engine.memory import AccessFault
 from ..ptx.ir import Addr, Imm, Instruction, Reg
-from .memops import address, operands_less_policy, take_space
+from .addressing import address, operands_less_policy, take_space
 
 _U64 = np.uint64
 
@@ -245,7 +245,8 @@ def _check_source(C, s, k, cp, reading, iid, active) -> None:
                      int(s[i]), i, active, None, iid)
 
 
-register(emit_cp, "cp")
+FAMILY = family("asyncopy", __name__, parts=("bulkcopy",))
+FAMILY.declare("cp", emit=emit_cp, pipe=MEMORY)
 provide(_cp_async=cp_async, _cp_async_commit=cp_async_commit, _cp_async_wait=cp_async_wait,
         _cp_async_land_all=cp_async_land_all)
 

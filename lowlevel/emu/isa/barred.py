@@ -26,7 +26,7 @@ import numpy as np
 from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from .operands import Mods, unsupported
-from .registry import provide, register
+from .registry import family, provide
 from ..ptx.ir import Instruction, Reg
 
 _OPS = {"popc": ("u32", 1), "and": ("pred", 2), "or": ("pred", 3)}
@@ -137,7 +137,8 @@ def result(C):
     return r.copy() if C.lanes is None else r[C.lanes]
 
 
-register(emit_bar_red_get, "_bar_red_get")
+FAMILY = family("barred", __name__)
+FAMILY.declare("_bar_red_get", emit=emit_bar_red_get)
 provide(_bar_red_arrive=arrive, _bar_red_result=result)
 
 __all__ = ["emit_bar_red", "follower", "release"]

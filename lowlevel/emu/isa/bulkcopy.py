@@ -41,7 +41,7 @@ from ..ptx.errors import PtxError
 from ..ptx.ir import Addr, Imm, Instruction
 from . import mbarrier
 from .cluster import OFFSET_MASK, RANK_SHIFT
-from .memops import address, operands_less_policy
+from .addressing import address, operands_less_policy
 from .operands import unsupported
 from .registry import provide
 

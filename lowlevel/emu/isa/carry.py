@@ -11,7 +11,7 @@ import numpy as np
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Reg
 from .operands import Mods, operands
-from .registry import CARRY, provide, register
+from .registry import family, provide
 
 
 def add_carry(a, b, cin):
@@ -87,5 +87,6 @@ def emit_carry(g, ins):
 
 
 provide(_add_carry=add_carry, _sub_borrow=sub_borrow)
-register(emit_carry, "add", "sub", "mad", forms=(CARRY,))
-register(emit_carry, "addc", "subc", "madc")
+# add.cc, sub.cc, mad.cc are forms of arith.py's rows
+FAMILY = family("carry", __name__)
+FAMILY.declare("addc", "subc", "madc", emit=emit_carry)

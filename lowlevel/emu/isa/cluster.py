@@ -37,7 +37,7 @@ from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Sym
 from .addressing import SHARED_WINDOW
 from .operands import Mods, operands, unsupported
-from .registry import provide, register, special_register
+from .registry import family, provide, special_register
 from .warp import current_lanes
 
 U32, U64, I64 = np.uint32, np.uint64, np.int64
@@ -367,6 +367,7 @@ def emit_barrier_cluster(g, ins, m: Mods) -> None:
     g.emit(f"_cluster_{kind}(C, {iid})")
     if kind == "wait":
         g.barrier = (CLUSTER_BARRIER, 0)
+        g.ck.cluster_barriers = True      # the scheduler groups this barrier by cluster
 
 
 def ends_block(ins) -> bool:
@@ -376,5 +377,6 @@ def ends_block(ins) -> bool:
 provide(_cluster_value=_value, _is_explicit_cluster=lambda C: np.bool_(C.cluster is not None),
         _envreg=envreg, _mapa_generic=mapa_generic, _cluster_arrive=cluster_arrive, _cluster_wait=cluster_wait,
         _ctarank=ctarank, _in_shared=in_shared)
-register(emit_mapa, "mapa")
-register(emit_getctarank, "getctarank")
+FAMILY = family("cluster", __name__)
+FAMILY.declare("mapa", emit=emit_mapa)
+FAMILY.declare("getctarank", emit=emit_getctarank)

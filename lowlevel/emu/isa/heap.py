@@ -17,7 +17,7 @@ from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Reg
 from .calls import param_reg
-from .registry import provide, register
+from .registry import family, provide
 
 
 def _param(g, ins, sym, what: str) -> str:
@@ -44,8 +44,9 @@ def emit_free(g, ins):
     g.emit(f"_free(C, {p}, {guard if guard is not None else 'None'})")
 
 
-register(emit_malloc, "_malloc")
-register(emit_free, "_free")
+FAMILY = family("heap", __name__)
+FAMILY.declare("_malloc", emit=emit_malloc)
+FAMILY.declare("_free", emit=emit_free)
 
 
 def _lanes(C, guard) -> np.ndarray:

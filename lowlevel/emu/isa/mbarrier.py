@@ -64,11 +64,11 @@ from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Addr, Imm, Reg, Sym
 from .addressing import SHARED_WINDOW, WINDOW_SPAN
-from .memops import address, take_space
+from .addressing import address, take_space
 from .operands import Mods, unsupported
 from . import mbarfast
 from .mbarstate import FIELD, STEPS, decode, encode, is_valid, phase_of, unpack
-from .registry import provide, register
+from .registry import family, provide
 
 _U64 = np.uint64
 _SCOPE_MODS = {"relaxed", "acquire", "release", "cta", "cluster"}
@@ -379,6 +379,7 @@ def emit_cp_async_arrive(g, ins, m) -> None:
            f"{guard if guard is not None else 'None'})")
 
 
-register(emit_mbarrier, "mbarrier")
+FAMILY = family("mbarrier", __name__, parts=("mbarfast",))
+FAMILY.declare("mbarrier", emit=emit_mbarrier, waits=is_wait)
 
 __all__ = ["encode", "decode", "emit_mbarrier", "emit_cp_async_arrive", "mbar_update", "mbar_wait"]

@@ -15,7 +15,7 @@ import numpy as np
 from ..ptx.errors import PtxError
 from ..ptx.ir import Reg
 from .calls import param_reg
-from .registry import provide, register
+from .registry import family, provide
 
 
 def emit_vprintf(g, ins):
@@ -37,7 +37,8 @@ def emit_vprintf(g, ins):
 
 
 
-register(emit_vprintf, "_vprintf")
+FAMILY = family("printf", __name__)
+FAMILY.declare("_vprintf", emit=emit_vprintf)
 
 
 _SPEC = re.compile(r"%([-+ #0]*)(\*|\d+)?(?:\.(\*|\d*))?(hh|h|ll|l|L|q|j|z|t)?([diouxXeEfFgGaAcspn%])")

@@ -33,7 +33,7 @@ from ..engine.faults import KernelFault
 from ..ptx.ir import TYPES, Imm, Instruction, Reg, Sym, Variable
 from . import liveness
 from .operands import unsupported
-from .registry import provide, register
+from .registry import family, provide
 
 CALL_STACK_BYTES = 1024
 _WORD = 8
@@ -320,8 +320,9 @@ def pop_frame(C, frame, iid: int):
     return out
 
 
-register(_emit_push, "_frame_push")
-register(_emit_pop, "_frame_pop")
+FAMILY = family("recursion", __name__)
+FAMILY.declare("_frame_push", emit=_emit_push)
+FAMILY.declare("_frame_pop", emit=_emit_pop)
 provide(_push_frame=push_frame, _pop_frame=pop_frame)
 
 __all__ = ["CALL_STACK_BYTES", "Subroutine", "call_site", "body_of", "tail", "finish_frame",

@@ -230,3 +230,31 @@ def _refuse(C, what, iid, batch, M, own, missing, other, bad, independent):
 
 __all__ = ["sync_kind", "current_lanes", "participating", "to_batch", "words", "exiting",
            "live_lanes", "check_members", "DATA_OPS"]
+
+
+def converged(C, what: str, text: str):
+    """The .aligned rule is per warp: every lane of each warp that executes the instruction
+    is here, converged. Warps that have left (a CTA- or warp-uniform early exit, as
+    persistent-CTA GEMMs do) take no part; a warp with only some of its lanes here (divergence
+    inside the warp, an exit of some lanes, a partial last warp) is refused, as the result
+    is undefined on a GPU. Returns the lanes that take part: None for all, else a bool
+    array over the current lanes (whole warps)."""
+    if C.lanes is not None:                 # divergent path: the gathered lanes, in order
+        lanes = C.lanes
+        rows = lanes.reshape(-1, WARP) if lanes.size % WARP == 0 else None
+        if rows is None or (rows[:, 0] % WARP).any() or (np.diff(rows, axis=1) != 1).any():
+            raise _not_converged(what, text)
+        return None
+    if C.active is None:
+        return None
+    per_warp = C.active.reshape(-1, WARP)
+    here = per_warp.any(axis=1)
+    if (per_warp.all(axis=1) != here).any():
+        raise _not_converged(what, text)
+    return C.active
+
+
+def _not_converged(what: str, text: str) -> KernelFault:
+    return KernelFault("CUDA_ERROR_LAUNCH_FAILED",
+                       f"{what} is warp-collective (.aligned): every lane of the warp must "
+                       f"execute it, converged ({text})")
