@@ -86,6 +86,8 @@ class CompiledKernel:
     waits: bool = False                    # has mbarrier wait blocks (engine/waits.py)
     wait_blocks: object = None             # bool per block: an mbarrier wait (waits.py)
     warp_blocks: object = None             # per block: 0, 1 bar.warp.sync, 2 data (warpwait.py)
+    warp_signatures: object = None         # per block: its warp instruction's opcode.mods (warpwait.py)
+    exiting_blocks: object = None          # per PC: an unguarded ret/exit (isa/warpmask.py)
     target: str = "sm_80"                  # the module's .target
     independent_threads: bool = True       # sm_70+: warp instructions wait for named lanes
 

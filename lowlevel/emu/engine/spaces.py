@@ -126,6 +126,19 @@ class SpacesMixin:
             self.notify("batch", self.smem, self.smem_stride)
 
     # -- helpers ----------------------------------------------------------------------
+    def param(self, offset: int, dtype):
+        """The parameter buffer's bytes at `offset` as one `dtype` value. Past the end of
+        the buffer (an ld.param wider than the last parameter) the bytes are undefined on
+        a GPU: 0xFF here, as fresh memory reads."""
+        key = (offset, dtype)
+        v = self.param_cache.get(key)
+        if v is None:
+            size = np.dtype(dtype).itemsize
+            raw = bytes(self.params[offset:offset + size])
+            raw += b"\xff" * (size - len(raw))
+            v = self.param_cache[key] = np.frombuffer(raw, dtype, 1)[0]
+        return v
+
     def fault(self, code, what, nbytes, space, kind, address, i, active, sub, iid, note=""):
         j = i
         if sub is not None:

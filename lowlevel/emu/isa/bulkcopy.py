@@ -261,8 +261,7 @@ def complete_tx(C, d, mb, n, sel, write, iid, unit=16) -> None:
         dst = bar = None
     if dst is None or (bar // C.smem_stride != dst // C.smem_stride).any():
         _each_lane(C, d, mb, n, sel, iid, unit)
-    _pending(C).append((bar, phases, dst, write, np.ones(lanes_j.size, bool)))
-    C.__dict__["bulk_land"] = land
+    mbarrier.land_on_completion(C, bar, phases, dst, write)
 
 
 def _indices(C, d, mb, n, sel, iid, unit):
@@ -294,37 +293,6 @@ def _bar_index(C, mb, sel, k, iid) -> int:
     return int(C.window_index("shared", mb[one], 8, 1, iid, "atomic", one, None, remote=True)[0])
 
 
-def _pending(C) -> list:
-    """The batch's writes not landed yet, one entry per complete_tx in issue order: the
-    barrier byte index and its phase when counted, the destination byte index (one each
-    per thread), the write, and which threads' writes are left."""
-    state = C.__dict__.get("_bulk_pending")
-    if state is None or state[0] != C.first_cta:
-        state = C.__dict__["_bulk_pending"] = (C.first_cta, [])
-    return state[1]
-
-
-def land(C, bars) -> None:
-    """Land the pending copies counted on barriers (byte indices `bars`) in a phase that
-    is over: called by mbarrier.mbar_wait for the barriers a wait succeeded on."""
-    pending = _pending(C)
-    if not pending:
-        return
-    want = np.unique(np.asarray(bars, np.int64))
-    keep = []
-    for bar, phase, dst, write, left in pending:
-        lands = left & np.isin(bar, want)
-        if lands.any():             # the object's phase now, from its 8 bytes
-            words = C.smem[bar[lands][:, None] + np.arange(8)].view(_U64)[:, 0]
-            lands[lands] = mbarrier.decode(words)[3] != phase[lands]
-            if lands.any():
-                write(C, dst[lands], lands)
-                left = left & ~lands
-        if left.any():
-            keep.append((bar, phase, dst, write, left))
-    pending[:] = keep
-
-
 provide(_bulk_copy=bulk_copy)
 
-__all__ = ["emit_bulk", "bulk_copy", "complete_tx", "land"]
+__all__ = ["emit_bulk", "bulk_copy", "complete_tx"]

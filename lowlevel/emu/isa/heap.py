@@ -60,7 +60,7 @@ def _lanes(C, guard) -> np.ndarray:
 def malloc(C, size, guard):
     sizes = np.broadcast_to(np.asarray(size, np.uint64), (C.n,))
     out = np.zeros(C.n, np.uint64)
-    heap = getattr(C, "heap", None)          # None: the engine driven without a driver
+    heap = C.heap          # the context's (driver/limits.py); None: the engine driven without a driver
     if heap is not None:
         for lane in _lanes(C, guard):
             out[lane] = heap.malloc(int(sizes[lane]))
@@ -69,7 +69,7 @@ def malloc(C, size, guard):
 
 def free(C, ptr, guard):
     ptrs = np.broadcast_to(np.asarray(ptr, np.uint64), (C.n,))
-    heap = getattr(C, "heap", None)
+    heap = C.heap
     for lane in _lanes(C, guard):
         address = int(ptrs[lane])
         if address and (heap is None or not heap.free(address)):

@@ -138,7 +138,7 @@ def printf(C, fmt_addr, args_addr, iid, guard):
         for i in np.flatnonzero(group):
             texts[int(i)] = _lane_text(pieces, int(i))
     records = [texts[i] for i in sorted(texts)]
-    fifo = getattr(C, "printf_fifo", None)      # the context's printf FIFO (driver/limits.py)
+    fifo = C.printf_fifo      # the context's printf FIFO (driver/limits.py), or None
     C.stats.printed += "".join(records if fifo is None else fifo.take(records))
     return nargs
 

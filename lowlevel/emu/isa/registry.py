@@ -258,6 +258,14 @@ def pipe_of(ins: Instruction) -> str:
     return row.pipe(ins) if callable(row.pipe) else row.pipe
 
 
-def stateful_families() -> list[Family]:
-    """The families with a per-launch state, in declaration order."""
-    return [f for f in FAMILIES.values() if f.state is not None]
+def make_states(launch) -> list[LaunchState]:
+    """Make each family's state for `launch` (as its attribute `<family>_state`); returns
+    those that renew themselves per batch (the scheduler calls their new_batch)."""
+    renewed = []
+    for fam in FAMILIES.values():
+        if fam.state is not None:
+            state = fam.state(launch)
+            setattr(launch, fam.state_attr, state)
+            if type(state).new_batch is not LaunchState.new_batch:
+                renewed.append(state)
+    return renewed

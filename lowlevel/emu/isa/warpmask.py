@@ -83,14 +83,14 @@ def exiting(ck):
     """bool per PC (exit_pc included, False): the block is an unguarded ret/exit, so a
     lane there is as good as exited (on a GPU a warp instruction waiting for it sees it
     exit)."""
-    table = ck.__dict__.get("_emu_exiting")
+    table = ck.exiting_blocks
     if table is None:
         table = np.zeros(ck.exit_pc + 1, bool)
         for blk in ck.blocks:
             ins = blk.instructions
             table[blk.index] = len(ins) == 1 and ins[0].opcode in ("ret", "exit") \
                 and ins[0].guard is None
-        ck.__dict__["_emu_exiting"] = table
+        ck.exiting_blocks = table
     return table
 
 
@@ -111,7 +111,7 @@ def check_members(C, what, mask, guard, iid, value=None):
     same kind to read (engine/warpwait.py pairs them). Returns None, or the partners:
     (batch lanes, their values) of lanes paired with these at another instruction."""
     uniform = not isinstance(mask, np.ndarray)
-    pairs = getattr(C, "warp_pending", 0) > 0         # lanes paired across instructions
+    pairs = C.warp_pending > 0         # lanes paired across instructions
     if uniform and guard is None and C.lanes is None and int(mask) & _FULL_MASK == _FULL_MASK \
             and not pairs:
         return                  # converged, every live lane here, the full mask: nothing to check
@@ -136,7 +136,7 @@ def check_members(C, what, mask, guard, iid, value=None):
     own = exe & (((M >> _LANE32.astype(U32)) & U32(1)) == 0)
     off = words(live & here) & ~words(exe)             # per warp: gathered, predicated off
     away = words(live & ~here)                         # per warp: elsewhere in the kernel
-    independent = getattr(C.ck, "independent_threads", True)
+    independent = C.ck.independent_threads
     missing = np.where(exe, M & (off if independent else off | away)[:, None], U32(0))
     other = np.full(batch.shape, -1, I64)
     if not uniform:             # a lane named in the mask runs it with another mask
@@ -176,7 +176,7 @@ def _paired(C, batch, exe, here, away_named):
     of its group; the partners: (batch lanes of those groups not here, the values they
     left), or None). Paired lanes run now, and are marked as done with the pairing; the
     group's lanes that ran before, or exited since, still count with their values."""
-    pair = getattr(C, "warp_pair", None)
+    pair = C.warp_pair
     if pair is None:
         return np.zeros(batch.shape, bool), None
     group, pending, given = pair
