@@ -39,9 +39,8 @@ import numpy as np
 from .. import isa  # noqa: F401  (every instruction family registers itself: isa/__init__.py)
 from ..isa import divsqrt, fma32, numerics
 from ..isa.addressing import kernel_layout
-from ..isa.calls import inline_calls
 from ..isa.operands import Mods, operands, unsupported, view_name
-from ..isa.registry import RUNTIME, SPECIAL_READERS, block_role, lookup
+from ..isa.registry import HOOKS, RUNTIME, SPECIAL_READERS, block_role, lookup
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Imm, Instruction, Kernel, PtxModule, Reg, Sym
 from ..ptx.parser import parse_ptx
@@ -432,7 +431,7 @@ def load_ptx(text: str | bytes) -> PtxModule:
     """
     mod = parse_ptx(text)
     for k in mod.kernels.values():
-        inline_calls(k, mod)                # `call` of .func bodies: inlined per call site
+        HOOKS["load_kernel"](k, mod)       # `call` of .func bodies: inlined per call site (isa/calls.py)
         k.compiled = compile_kernel(k)
         k.compiled.target = mod.target
         k.compiled.independent_threads = int(re.match(r"sm_(\d+)", mod.target).group(1)) >= 70

@@ -1,6 +1,10 @@
 """Integer and floating-point arithmetic: add sub mul mad fma div rem, the unary
-operations (abs neg not cnot sqrt rcp rsqrt ex2 lg2 sin cos tanh), min max, and or xor,
-shl shr. The half types of these opcodes are half.py's; add.cc/addc and friends bits.py's."""
+operations (abs neg not cnot sqrt rcp rsqrt ex2 lg2 sin cos tanh), min max (and
+min/max.relu on s32 and s16x2), and or xor, shl shr, copysign, testp.
+
+This module holds the rows of these opcodes (at the end), every form included: the half
+types are written by half.py's emitters, add.cc/sub.cc/mad.cc by carry.py's, add/min/max
+on s16x2/u16x2 by simd.py's, min/max.xorsign.abs by half.py's."""
 from __future__ import annotations
 
 import numpy as np

@@ -173,6 +173,7 @@ class CopyGroups(LaunchState):
     """cp.async in the batch of CTAs running: each lane's count of committed groups (made on
     the first cp.async of the batch), and the copies not landed yet, in issue order:
     (lanes, group of each, shared indices, bytes)."""
+    __slots__ = ("committed", "pending")
 
     def __init__(self, launch) -> None:
         self.new_batch(launch)

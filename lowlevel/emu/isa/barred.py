@@ -86,6 +86,7 @@ class Reductions(LaunchState):
     running (made on the first bar.red of the batch); which reduction each block's barrier
     does (made on the first release); the id each `barrier.sync %r` read last, by
     instruction (dynamic_id, for the scheduler's release: resolve_ids)."""
+    __slots__ = ("pred", "result", "codes", "dynamic_ids")
 
     def __init__(self, launch) -> None:
         self.pred = self.result = self.codes = None

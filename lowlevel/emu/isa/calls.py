@@ -377,6 +377,6 @@ def emit_stpv(g, ins):
         g.write(ins, w, expr, "u64", guard)
 
 
-FAMILY = family("calls", __name__)
+FAMILY = family("calls", __name__, hooks={"load_kernel": inline_calls})
 FAMILY.declare("_ldpv", emit=emit_ldpv)
 FAMILY.declare("_stpv", emit=emit_stpv)

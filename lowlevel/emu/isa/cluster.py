@@ -310,6 +310,7 @@ def _exited_ctas(C):
 class ClusterArrivals(LaunchState):
     """barrier.cluster in the batch running: which lanes have arrived and not waited yet
     (made on the first arrive of the batch)."""
+    __slots__ = ("arrived",)
 
     def __init__(self, launch) -> None:
         self.arrived = None

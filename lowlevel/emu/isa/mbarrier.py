@@ -240,6 +240,7 @@ class MbarrierState(LaunchState):
     the last converged arrive returned), and the writes waiting for a phase to complete
     (`landings`, of the batch running; `landing`: some were counted in this launch, so
     waits take the exact path that lands them)."""
+    __slots__ = ("objects", "rank_step", "states", "landing", "landings")
 
     def __init__(self, launch) -> None:
         self.objects = None         # (key, element index of the object in each CTA)

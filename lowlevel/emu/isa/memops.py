@@ -1,6 +1,7 @@
 """Code generation for memory instructions in every state space, atomics and barriers.
 
-Registered into isa/registry.py:
+Declared in isa/registry.py (family memops; st, atom, red take the async and vector forms
+of asyncstore.py and vecatom.py too):
   ld / st       .global .const .shared .local .param(ld) and generic (no space); ldu as ld
   atom / red    .add .min .max .inc .dec .and .or .xor .exch .cas on global, shared,
                 generic (semantics/scope qualifiers accepted: everything is sequentially
@@ -17,8 +18,9 @@ Registered into isa/registry.py:
   ld/st/atom .shared::cluster: another CTA's shared memory (cluster.py's addresses)
   cp.async      asyncopy.py (the copy at issue time; commit/wait are no-ops)
   mov           of a variable name: its address in its own space (shared/local offset,
-                global address); of a function name: its address (ptx/functions.py)
-Addresses: see addressing.py for the windows.
+                global address); of a function name: its address (ptx/functions.py): a
+                form of convert.py's mov row
+Addresses: see addressing.py for the windows and the address operand.
 """
 from __future__ import annotations
 

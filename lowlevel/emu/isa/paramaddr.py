@@ -77,6 +77,7 @@ def _image(C):
 
 class ParamImage(LaunchState):
     """The parameter space of a launch as generic loads read it (made on the first)."""
+    __slots__ = ("image",)
 
     def __init__(self, launch) -> None:
         self.image = None

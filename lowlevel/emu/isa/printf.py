@@ -48,10 +48,7 @@ def _load(C, addr, size, iid, mask):
     """Values of `size` bytes at per-lane generic addresses (lanes where mask)."""
     n = C.n
     addr = np.broadcast_to(np.asarray(addr, np.uint64), (n,)).copy()
-    if hasattr(C, "load_space"):
-        v = C.load_space("generic", addr, size, 1, iid, mask)
-    else:
-        v = C.load(addr, size, 1, iid, mask)
+    v = C.load_space("generic", addr, size, 1, iid, mask)
     return np.broadcast_to(np.asarray(v), (n,))
 
 

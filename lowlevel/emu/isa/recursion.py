@@ -268,6 +268,7 @@ def _stack(C, words: int):
 class CallStacks(LaunchState):
     """The call stacks of the batch running (made on its first recursive call): the saved
     words of each lane, how many are in use, and the bytes of the stack limit in use."""
+    __slots__ = ("stack", "sp", "used")
 
     def __init__(self, launch) -> None:
         self.new_batch(launch)

@@ -34,22 +34,32 @@ tried before the type families) and VECTOR (.v2/.v4/.v8 of an opcode that has su
 emitter: vector atomics) take those forms. `lookup` tries the instruction's own forms
 first, then ANY.
 
-A family's per-launch state: `state` is a class (LaunchState) whose fields are the family's
-memory across the instructions of one launch; the scheduler makes one per launch, as the
+A family's per-launch state: `state` is a class (LaunchState) whose declared fields
+(`__slots__`) are the family's memory across the instructions of one launch; the scheduler makes one per launch, as the
 launch's attribute `<family>_state` (`C.mbarrier_state` in generated code and runtime
 helpers), and calls its `new_batch` before each batch of CTAs. Only the family's own modules
 (its module and its `parts`) touch it; another family calls a public function of it
 (tests/emu/isa/test_families.py checks this). `hooks` are the few named functions the
-scheduler calls at a barrier's release (ENGINE_HOOKS), each provided by one family.
+decoder calls at load and the scheduler at a barrier's release (ENGINE_HOOKS), each
+provided by one family.
 
 Besides the rows: `provide` names the runtime helpers the generated code calls (`_popc`,
 `_shfl`, ...), and `special_register` the readers of special registers computed on the fly
 (%clock, %lanemask_lt, ...).
 
 Converting a module written against the old `register(emitter, *opcodes, forms=...)`:
-make `FAMILY = family("<module>")` once, and write each `register(fn, "a", "b", forms=F)`
-as `FAMILY.declare("a", "b", emit=fn, forms=F, pipe=...)`; a form of an opcode another
-family declares goes into that family's row as `emit={..., F: fn}`.
+- make `FAMILY = family("<name>", __name__)` once, and write each `register(fn, "a", "b",
+  forms=F)` as `FAMILY.declare("a", "b", emit=fn, forms=F, pipe=...)` (pipe: TENSOR for a
+  tensor-core opcode such as wgmma, MEMORY for loads, stores and copies, SFU, INTEGER, or the
+  default TYPED); a form of an opcode that another family declares goes into that family's
+  row as `emit={..., F: fn}` (import the emitter there);
+- state kept on the launch (`C.__dict__["x"]`, `getattr(C, "x", None)`, `C.x = ...` made
+  lazily) becomes a field of the family's LaunchState (`state=` of `family`), read as
+  `C.<name>_state.x`; renew per-batch fields in `new_batch` instead of comparing
+  `C.first_cta`; state another family needs stays with its owner behind a public function;
+- a predicate the decoder imported from the module (ends a block, a wait, a warp sync)
+  becomes `ends_block=`/`waits=`/`warp_sync=` of the row; a function the scheduler called
+  becomes a hook (ENGINE_HOOKS).
 """
 from __future__ import annotations
 
@@ -84,8 +94,10 @@ INTEGER = "integer"    # the integer pipe whatever the type (mov)
 TYPED = "typed"        # FP64, FP32 (f32 and the half types) or integer, by the type
 PIPES = (TENSOR, MEMORY, SFU, INTEGER, TYPED)
 
-# the functions a family may give the scheduler (at most one family each)
+# the functions a family may give the decoder and the scheduler (at most one family each)
 ENGINE_HOOKS = (
+    "load_kernel",       # (kernel, module): rewrite a kernel's body before it is decoded
+                         # (calls.py inlines the `call`s of .func bodies)
     "barrier_ids",       # (C, ids) -> the barrier ids lanes parked at (barrier.sync %r)
     "barrier_groups",    # (C, cta, bid, live) -> (group, live of group): CTAs a barrier spans
     "barrier_release",   # (C, lanes, blocks, keys): the lanes a barrier releases (bar.red)
@@ -95,7 +107,11 @@ ENGINE_HOOKS = (
 
 class LaunchState:
     """A family's state for one launch. The scheduler makes it (`State(launch)`) when the
-    launch starts, and calls `new_batch(launch)` before each batch of CTAs."""
+    launch starts, and calls `new_batch(launch)` before each batch of CTAs. A state names
+    its fields in `__slots__` (and sets each in __init__), so a field it did not declare
+    cannot appear on it."""
+
+    __slots__ = ()
 
     def __init__(self, launch) -> None:
         pass

@@ -63,6 +63,7 @@ _gridids = itertools.count(1)
 
 class GridId(LaunchState):
     """%gridid of a launch: numbered on its first read, unique in the process."""
+    __slots__ = ("gridid",)
 
     def __init__(self, launch) -> None:
         self.gridid = None
