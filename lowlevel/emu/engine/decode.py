@@ -99,7 +99,6 @@ class CompiledKernel:
         return sum(np.dtype(d).itemsize for d in self.slot_dtypes)
 
 
-
 # --- the per-block generator --------------------------------------------------------
 
 

@@ -328,6 +328,8 @@ def emit_shift(g, ins: Instruction) -> None:
     g.write(ins, d, f"{fn}({x}, {n}, {bits})", t, guard)
 
 
+# --- copysign, testp ---------------------------------------------------------------------
+
 def emit_copysign(g, ins):
     m = Mods(ins)
     t = m.one_type(FLOAT_TYPES)
@@ -366,11 +368,11 @@ def emit_testp(g, ins):
     g.write(ins, d, _TESTP[op].format(x=x, tiny=tiny), "pred", guard)
 
 
-
-
 def _bits_type(t: str) -> str:
     return f"u{TYPES[t][0] * 8}"
 
+
+# --- min/max.relu on s32 and s16x2 (sm_90): the min/max (of each half), then 0 if negative --
 
 def int_relu(op: str, pair: bool, a, b):
     """min/max.relu: a, b as s32, or (pair) u32 words of two s16."""
@@ -387,7 +389,6 @@ def int_relu(op: str, pair: bool, a, b):
     return out if out.ndim else out.reshape(-1)[0]
 
 
-
 provide(_int_relu=int_relu)
 
 
@@ -401,7 +402,6 @@ def emit_int_relu(g, ins):
     expr = (f"_int_relu({ins.opcode!r}, {t == 's16x2'}, {g.read(ins, a, rt)}, "
             f"{g.read(ins, b, rt)})")
     g.write(ins, d, expr, rt, g.guard(ins))
-
 
 
 # --- the rows: every form of these opcodes, wherever its emitter is written ----------------

@@ -151,8 +151,6 @@ def result(C):
     return r.copy() if C.lanes is None else r[C.lanes]
 
 
-
-
 def dynamic_id(C, value, iid: int) -> None:
     """The id of a `barrier.sync %r`: 0..15, and the same for the threads that execute
     the instruction together (the emulator keeps the id of its latest execution, for the

@@ -1,7 +1,8 @@
 """Integer bit manipulation for the code generator.
 
-popc clz brev bfind fns bfe bfi prmt lop3 shf, mul24/mad24, sad, dp4a/dp2a, slct,
-copysign, testp (the carry chain is carry.py's).
+popc clz brev bfind fns bfe bfi prmt lop3 (and lop3.{and,or} d|p, ..., q: d as lop3, then
+p = (d != 0) BoolOp q) shf, mul24/mad24, sad, dp4a/dp2a, slct (the carry chain is carry.py's;
+copysign and testp are arith.py's).
 
 Every runtime helper here works elementwise on numpy arrays or numpy scalars (a uniform
 register stays a scalar) and follows the PTX ISA's pseudo-code for the instruction,
@@ -420,6 +421,8 @@ def emit_slct(g, ins):
     g.write(ins, d, expr, ut, guard)
 
 
+# --- lop3.{and,or} d|p, a, b, c, immLut, q (sm_90 predicate form) ------------------------
+
 def lut3(lut: int, a, b, c):
     """lop3's function of each bit of a, b, c: bit i of `lut` for a = bit 2 of i, b = bit 1,
     c = bit 0 (the ISA's 0xF0, 0xCC, 0xAA construction)."""
@@ -435,7 +438,6 @@ def lop3_bool(lut: int, boolop: str, a, b, c, q):
     d = lut3(lut, a, b, c)
     t = d != 0
     return d, (t & q) if boolop == "and" else (t | q)
-
 
 
 provide(_lop3_bool=lop3_bool)

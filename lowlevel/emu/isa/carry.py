@@ -32,7 +32,6 @@ def sub_borrow(a, b, bin_):
     return a - b - t, (a < b) | ((a == b) & bin_)
 
 
-
 _CC = "%__cc"
 
 
@@ -83,7 +82,6 @@ def emit_carry(g, ins):
     g.write(ins, ops[0], f"{r}[0]", ut, guard)
     if cc_out:
         g.write(ins, cc, f"{r}[1]", "pred", guard)
-
 
 
 provide(_add_carry=add_carry, _sub_borrow=sub_borrow)

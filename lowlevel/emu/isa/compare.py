@@ -1,4 +1,5 @@
-"""Comparisons: setp, set, selp (the half types of setp are half.py's)."""
+"""Comparisons: setp, set, selp. The rows (at the end) hold every form: the half types are
+written by half_compare_convert.py's emitters."""
 from __future__ import annotations
 
 import numpy as np
@@ -92,7 +93,6 @@ def emit_selp(g, ins: Instruction) -> None:
     ut = f"u{TYPES[t][0] * 8}"
     expr = f"_select({g.read(ins, c, 'pred')}, {g.read(ins, a, ut)}, {g.read(ins, b, ut)})"
     g.write(ins, d, expr, ut, guard)
-
 
 
 FAMILY = family("compare", __name__)

@@ -1,6 +1,7 @@
 """Moves and conversions: mov (registers, immediates, vector packing) and cvt between the
-integer and float types; trap; membar/fence. The half types of cvt are half.py's, `mov` of
-a variable's address memops.py's."""
+integer and float types; trap; membar/fence. The mov and cvt rows (at the end) hold every
+form: cvt's half types are written by half_compare_convert.py, cvt.pack by cvtpack.py, the
+8-bit floats and tf32 by lowfloat.py, and `mov` of a variable's address by memops.py."""
 from __future__ import annotations
 
 import numpy as np

@@ -58,5 +58,4 @@ def emit_cvt_pack(g, ins):
     g.write(ins, ops[0], expr, "u32", guard)
 
 
-
 __all__ = ["cvt_pack", "emit_cvt_pack", "saturate"]

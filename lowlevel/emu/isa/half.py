@@ -1,4 +1,7 @@
-"""Half precision: .f16, .f16x2, .bf16, .bf16x2 arithmetic, comparisons and conversions.
+"""Half precision: .f16, .f16x2, .bf16, .bf16x2 arithmetic (the half-type forms of
+arith.py's rows: add sub mul fma min max neg abs ex2 tanh, and min/max.xorsign.abs), and the
+widening and rounding every half-type emitter uses (half_compare_convert.py's setp, set, cvt
+and atomics too).
 
 Registers hold the raw 16-bit patterns (a pair packs the first element, `.x`, in the low
 half). Every operation widens its inputs exactly to float64, computes there (exactly, or
@@ -286,8 +289,10 @@ def emit_arith(g, ins):
     g.write(ins, ops[0], expr, rt, guard)
 
 
+# --- min/max.xorsign.abs (sm_86+): the min/max of |a| and |b| with the sign bit sign(a) XOR
+# sign(b); NaN rules as plain min/max (one NaN: the other operand; both, or either with
+# .NaN: the canonical NaN 0x7FFF, no sign set). Magnitudes compare on their 15 low bits.
 
-# --- min/max.xorsign.abs (sm_86+) -----------------------------------------------------
 def xorsign_half(op: str, kind: str, ftz: bool, nan: bool, a, b):
     """min/max.xorsign.abs on the raw 16-bit values a, b (uint32 arrays, low 16 bits)."""
     a, b = np.asarray(a, U32) & U32(0xFFFF), np.asarray(b, U32) & U32(0xFFFF)
@@ -310,7 +315,6 @@ def xorsign(op: str, kind: str, pair: bool, ftz: bool, nan: bool, a, b):
     lo = xorsign_half(op, kind, ftz, nan, a, b)
     hi = xorsign_half(op, kind, ftz, nan, a >> U32(16), b >> U32(16))
     return (lo | (hi << U32(16))).astype(U32)
-
 
 
 provide(_xorsign=xorsign)

@@ -173,8 +173,6 @@ def emit_cvt(g, ins):
     g.write(ins, d, expr, dt, guard)
 
 
-
-
 def half_add_step(ptype: str):
     """The new bits of one thread's atom.add.noftz.<ptype> (old and b: raw bits)."""
     kind = ptype[:-2] if ptype.endswith("x2") else ptype

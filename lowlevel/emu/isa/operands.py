@@ -26,7 +26,6 @@ def unsupported(ins: Instruction, why: str = "") -> PtxError:
     return PtxError(ins.line, f"{msg}: {ins.text}")
 
 
-
 class Mods:
     """The dotted modifiers of an instruction; `take` consumes the ones an emitter
     understands and `done` refuses anything left over."""

@@ -36,7 +36,6 @@ def emit_vprintf(g, ins):
         g.write(ins, Reg(param_reg(ret.name, 0)), r, "u64", guard)
 
 
-
 FAMILY = family("printf", __name__)
 FAMILY.declare("_vprintf", emit=emit_vprintf)
 

@@ -7,8 +7,8 @@ when each basic block becomes one Python function; nothing here runs per instruc
 
 A family is one `Family` object, made in its module with `family(...)`:
 
-    FAMILY = registry.family("mbarrier", state=MbarrierState, parts=("mbarfast",))
-    FAMILY.declare("mbarrier", emit=emit_mbarrier, pipe=MEMORY, waits=is_wait)
+    FAMILY = family("mbarrier", __name__, state=MbarrierState, parts=("mbarfast",))
+    FAMILY.declare("mbarrier", emit=emit_mbarrier, waits=is_wait)
 
 `declare` is one row per opcode (several opcodes may share a row's fields):
 
@@ -35,9 +35,9 @@ emitter: vector atomics) take those forms. `lookup` tries the instruction's own 
 first, then ANY.
 
 A family's per-launch state: `state` is a class (LaunchState) whose declared fields
-(`__slots__`) are the family's memory across the instructions of one launch; the scheduler makes one per launch, as the
-launch's attribute `<family>_state` (`C.mbarrier_state` in generated code and runtime
-helpers), and calls its `new_batch` before each batch of CTAs. Only the family's own modules
+(`__slots__`) are the family's memory across the instructions of one launch; the scheduler
+makes one per launch, as the launch's attribute `<family>_state` (`C.mbarrier_state` in
+generated code and runtime helpers), and calls its `new_batch` before each batch of CTAs. Only the family's own modules
 (its module and its `parts`) touch it; another family calls a public function of it
 (tests/emu/isa/test_families.py checks this). `hooks` are the few named functions the
 decoder calls at load and the scheduler at a barrier's release (ENGINE_HOOKS), each
