@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..isa import cluster, paramaddr
-from ..isa.addressing import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SPAN
+from ..isa.addressing import LOCAL_WINDOW, OFFSET_MASK, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SPAN
+from ..isa.registry import HOOKS
 from ..isa.numerics import UINT
 from ..ptx.ir import TYPES
 from .atomics import atomic_rmw
@@ -156,8 +156,8 @@ class SpacesMixin:
         window base when the instruction used generic addresses (for the message).
         `remote`: shared addresses may name another CTA of the cluster (isa/cluster.py)."""
         full = a
-        if remote and a.size and int(a.max()) > cluster.OFFSET_MASK:
-            a = a & _U64(cluster.OFFSET_MASK)
+        if remote and a.size and int(a.max()) > OFFSET_MASK:
+            a = a & _U64(OFFSET_MASK)
         else:
             remote = False
         if space == "shared":
@@ -193,7 +193,7 @@ class SpacesMixin:
         if sub is not None:
             base = base[sub]
         if remote:
-            _, base = cluster.remote_shared(self, full, base, iid)
+            _, base = HOOKS["remote_shared"](self, full, base, iid)     # isa/cluster.py
         return (base + a.astype(np.int64)) >> _SHIFT[size]
 
     def batch_lanes(self, active, sub):
@@ -257,7 +257,7 @@ class SpacesMixin:
                         "local", a[lo] - _U64(LOCAL_WINDOW), nbytes, size, iid, kind,
                         active, lo, LOCAL_WINDOW), "local"))
                 if pa.any():            # cvta.param addresses (isa/paramaddr.py)
-                    parts.append((pa, *paramaddr.window_part(
+                    parts.append((pa, *HOOKS["param_window"](
                         self, a[pa] - _U64(PARAM_WINDOW), nbytes, size, iid, kind, active, pa), "param"))
                 return parts
         return [(None, self.memory.u8,

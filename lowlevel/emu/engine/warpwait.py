@@ -27,11 +27,32 @@ from __future__ import annotations
 import numpy as np
 
 from .faults import KernelFault
-from ..isa.warpmask import live_lanes
 
 WARP = 32
 _LANE32 = np.arange(WARP, dtype=np.int64)
 _KIND = {None: 0, "bar": 1, "data": 2}
+
+
+def exiting(ck):
+    """bool per PC (exit_pc included, False): the block is an unguarded ret/exit, so a
+    lane there is as good as exited (on a GPU a warp instruction waiting for it sees it
+    exit)."""
+    table = ck.exiting_blocks
+    if table is None:
+        table = np.zeros(ck.exit_pc + 1, bool)
+        for blk in ck.blocks:
+            ins = blk.instructions
+            table[blk.index] = len(ins) == 1 and ins[0].opcode in ("ret", "exit") \
+                and ins[0].guard is None
+        ck.exiting_blocks = table
+    return table
+
+
+def live_lanes(ck, pcs):
+    """bool per entry of `pcs` (divergent path): the lane has not exited, nor is about to
+    (an unguarded ret/exit)."""
+    exit_pc = ck.exit_pc
+    return (pcs != exit_pc) & ~exiting(ck)[np.minimum(pcs, exit_pc)]
 
 
 def init_state(launch) -> None:

@@ -26,6 +26,9 @@ LOCAL_WINDOW = 1 << 49           # generic address of local offset 0
 PARAM_WINDOW = 1 << 50           # generic address of parameter offset 0
 WINDOW_SPAN = 1 << 32
 DYNAMIC_SHARED_ALIGN = 16
+# a .shared::cluster address (cluster.py's mapa): the CTA rank + 1 above the offset in the window
+RANK_SHIFT = 24
+OFFSET_MASK = (1 << RANK_SHIFT) - 1
 _U64_MASK = (1 << 64) - 1
 
 

@@ -40,8 +40,7 @@ from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Addr, Imm, Instruction
 from . import mbarrier
-from .cluster import OFFSET_MASK, RANK_SHIFT
-from .addressing import address, operands_less_policy
+from .addressing import OFFSET_MASK, RANK_SHIFT, address, operands_less_policy
 from .operands import unsupported
 from .registry import provide
 

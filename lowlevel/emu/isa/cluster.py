@@ -35,14 +35,12 @@ import numpy as np
 from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Sym
-from .addressing import SHARED_WINDOW
+from .addressing import OFFSET_MASK, RANK_SHIFT, SHARED_WINDOW
 from .operands import Mods, operands, unsupported
 from .registry import LaunchState, family, provide, special_register
 from .warp import current_lanes
 
 U32, U64, I64 = np.uint32, np.uint64, np.int64
-RANK_SHIFT = 24
-OFFSET_MASK = (1 << RANK_SHIFT) - 1
 CLUSTER_BARRIER = 16           # the barrier id barrier.cluster.wait parks at (bar.sync has 0..15)
 
 
@@ -378,6 +376,7 @@ provide(_cluster_value=_value, _is_explicit_cluster=lambda C: np.bool_(C.cluster
         _envreg=envreg, _mapa_generic=mapa_generic, _cluster_arrive=cluster_arrive, _cluster_wait=cluster_wait,
         _ctarank=ctarank, _in_shared=in_shared)
 FAMILY = family("cluster", __name__, state=ClusterArrivals,
-                hooks={"barrier_groups": barrier_groups, "cta_name": cta_name})
+                hooks={"barrier_groups": barrier_groups, "cta_name": cta_name,
+                       "cluster_ctaids": batch_ctaids, "remote_shared": remote_shared})
 FAMILY.declare("mapa", emit=emit_mapa)
 FAMILY.declare("getctarank", emit=emit_getctarank)

@@ -83,8 +83,6 @@ class ParamImage(LaunchState):
         self.image = None
 
 
-# its emitters write forms of memops.py's rows (mov of a parameter, ld.param through a register)
-FAMILY = family("paramaddr", __name__, state=ParamImage)
 
 
 def window_part(C, off, nbytes: int, size: int, iid: int, kind: str, active, sub):
@@ -106,3 +104,7 @@ def window_part(C, off, nbytes: int, size: int, iid: int, kind: str, active, sub
         fault("CUDA_ERROR_ILLEGAL_ADDRESS", "out-of-bounds", int(np.argmax(beyond)),
               f"the parameter space is {PARAM_SPACE_BYTES} bytes")
     return _image(C), off.astype(np.int64) >> _SHIFT[size]
+
+
+# its emitters write forms of memops.py's rows (mov of a parameter, ld.param through a register)
+FAMILY = family("paramaddr", __name__, state=ParamImage, hooks={"param_window": window_part})

@@ -40,8 +40,9 @@ makes one per launch, as the launch's attribute `<family>_state` (`C.mbarrier_st
 generated code and runtime helpers), and calls its `new_batch` before each batch of CTAs. Only the family's own modules
 (its module and its `parts`) touch it; another family calls a public function of it
 (tests/emu/isa/test_families.py checks this). `hooks` are the few named functions the
-decoder calls at load and the scheduler at a barrier's release (ENGINE_HOOKS), each
-provided by one family.
+decoder calls at load, and the scheduler at a barrier's release and for the address
+windows families define (ENGINE_HOOKS), each provided by one family: the engine imports no
+family.
 
 Besides the rows: `provide` names the runtime helpers the generated code calls (`_popc`,
 `_shfl`, ...), and `special_register` the readers of special registers computed on the fly
@@ -102,6 +103,11 @@ ENGINE_HOOKS = (
     "barrier_groups",    # (C, cta, bid, live) -> (group, live of group): CTAs a barrier spans
     "barrier_release",   # (C, lanes, blocks, keys): the lanes a barrier releases (bar.red)
     "cta_name",          # (C, position) -> "(x,y,z)" of a CTA of a cluster launch
+    "cluster_ctaids",    # (C, first, count) -> %ctaid.x/y/z of a batch of a cluster launch
+    "remote_shared",     # (C, addresses, bases, iid) -> (offsets, bases): .shared::cluster
+                         # addresses that name another CTA of the cluster
+    "param_window",      # (C, offsets, nbytes, size, iid, kind, active, sub) -> (array,
+                         # indices): generic accesses in the kernel parameter window
 )
 
 

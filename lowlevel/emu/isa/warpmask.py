@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.faults import KernelFault, WarpWait
+from ..engine.warpwait import live_lanes
 
 WARP = 32
 U32, I64 = np.uint32, np.int64
@@ -77,28 +78,6 @@ def to_batch(C, x, fill, dtype):
 def words(bits):
     """Per-warp u32 words of a bool array over the batch."""
     return np.packbits(bits.reshape(-1, WARP), axis=1, bitorder="little").view("<u4")[:, 0]
-
-
-def exiting(ck):
-    """bool per PC (exit_pc included, False): the block is an unguarded ret/exit, so a
-    lane there is as good as exited (on a GPU a warp instruction waiting for it sees it
-    exit)."""
-    table = ck.exiting_blocks
-    if table is None:
-        table = np.zeros(ck.exit_pc + 1, bool)
-        for blk in ck.blocks:
-            ins = blk.instructions
-            table[blk.index] = len(ins) == 1 and ins[0].opcode in ("ret", "exit") \
-                and ins[0].guard is None
-        ck.exiting_blocks = table
-    return table
-
-
-def live_lanes(ck, pcs):
-    """bool per entry of `pcs` (divergent path): the lane has not exited, nor is about to
-    (an unguarded ret/exit)."""
-    exit_pc = ck.exit_pc
-    return (pcs != exit_pc) & ~exiting(ck)[np.minimum(pcs, exit_pc)]
 
 
 def check_members(C, what, mask, guard, iid, value=None):
@@ -228,8 +207,8 @@ def _refuse(C, what, iid, batch, M, own, missing, other, bad, independent):
         f"execute the same instruction with the same mask")
 
 
-__all__ = ["sync_kind", "current_lanes", "participating", "to_batch", "words", "exiting",
-           "live_lanes", "check_members", "DATA_OPS"]
+__all__ = ["sync_kind", "current_lanes", "participating", "to_batch", "words",
+           "check_members", "converged", "DATA_OPS"]
 
 
 def converged(C, what: str, text: str):
