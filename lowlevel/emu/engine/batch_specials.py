@@ -2,7 +2,7 @@
 batch's lanes, or scalars where every lane reads the same value."""
 import numpy as np
 
-from ..isa import cluster as clusters
+from ..isa.registry import HOOKS
 
 WARP = 32
 
@@ -31,7 +31,7 @@ def batch_specials(launch, first: int, count: int) -> dict:
         values["%warpid"] = lane_t // u32(WARP)
     if any(s.startswith("%ctaid") for s in wanted):
         if launch.cluster:            # CTAs in cluster order (isa/cluster.py)
-            values.update(clusters.batch_ctaids(launch, first, count))
+            values.update(HOOKS["cluster_ctaids"](launch, first, count))
         elif count == 1:
             lin = first
             values["%ctaid.x"] = u32(lin % gx)

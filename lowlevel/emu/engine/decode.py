@@ -39,13 +39,8 @@ import numpy as np
 from .. import isa  # noqa: F401  (every instruction family registers itself: isa/__init__.py)
 from ..isa import divsqrt, fma32, numerics
 from ..isa.addressing import kernel_layout
-from ..isa.calls import inline_calls
-from ..isa.cluster import CLUSTER_BARRIER
-from ..isa.mbarrier import is_wait
-from ..isa.warpmask import sync_kind
-from ..isa.memops import after_barrier, ends_block
 from ..isa.operands import Mods, operands, unsupported, view_name
-from ..isa.registry import RUNTIME, SPECIAL_READERS, WATCHERS, lookup
+from ..isa.registry import HOOKS, RUNTIME, SPECIAL_READERS, block_role, lookup
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Imm, Instruction, Kernel, PtxModule, Reg, Sym
 from ..ptx.parser import parse_ptx
@@ -90,6 +85,8 @@ class CompiledKernel:
     waits: bool = False                    # has mbarrier wait blocks (engine/waits.py)
     wait_blocks: object = None             # bool per block: an mbarrier wait (waits.py)
     warp_blocks: object = None             # per block: 0, 1 bar.warp.sync, 2 data (warpwait.py)
+    warp_signatures: object = None         # per block: its warp instruction's opcode.mods (warpwait.py)
+    exiting_blocks: object = None          # per PC: an unguarded ret/exit (isa/warpmask.py)
     target: str = "sm_80"                  # the module's .target
     independent_threads: bool = True       # sm_70+: warp instructions wait for named lanes
 
@@ -100,7 +97,6 @@ class CompiledKernel:
     @property
     def bytes_per_thread(self) -> int:
         return sum(np.dtype(d).itemsize for d in self.slot_dtypes)
-
 
 
 # --- the per-block generator --------------------------------------------------------
@@ -288,20 +284,19 @@ def split_blocks(k: Kernel) -> list[Block]:
                 cur = Block(len(blocks), [], [])
             cur.labels.append(item)
             continue
-        warp = sync_kind(item)
+        role = block_role(item)           # its family's declaration (isa/registry.py)
         # a wait is alone in its block; a warp instruction starts one, so that lanes can
         # wait there before the block has done anything (isa/warpmask.py), and
         # bar.warp.sync is alone, so that its waiters pass it to the next block
-        if (is_wait(item) or warp) and cur.instructions:
+        if (role.waits or role.warp_sync) and cur.instructions:
             blocks.append(cur)
             cur = Block(len(blocks), [], [])
         cur.instructions.append(item)
-        if item.opcode in _TERMINATORS or ends_block(item) or is_wait(item) or warp == "bar":
+        if item.opcode in _TERMINATORS or role.ends_block or role.waits or role.warp_sync == "bar":
             blocks.append(cur)
             cur = Block(len(blocks), [], [])
-            follow = after_barrier(item)       # bar.red: its result starts the next block
-            if follow is not None:
-                cur.instructions.append(follow)
+            if role.follows is not None:      # bar.red: its result starts the next block
+                cur.instructions.append(role.follows)
     if cur.instructions or cur.labels or not blocks:
         blocks.append(cur)
     return blocks
@@ -348,6 +343,7 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
         return len(ck.instructions) - 1
 
     ns["_register_instruction"] = register_instruction
+    before_emit = HOOKS["before_emit"]      # checks in front of an instruction (isa/wgmma_async.py)
 
     for block in ck.blocks:
         g = BlockGen(ck, ns)
@@ -368,19 +364,17 @@ def compile_kernel(k: Kernel) -> CompiledKernel:
             if ins.syntax_error is not None:
                 raise ins.syntax_error
             _check_float_immediates(ins)
-            for watcher in WATCHERS:        # checks in front of the instruction (registry.py)
-                watcher(g, ins)
+            before_emit(g, ins)
             emitter(g, ins)
         fma32.flush(g)
         if ret is None:
             ret = str(block.index + 1 if block.index + 1 < exit_pc else exit_pc)
         block.barrier = getattr(g, "barrier", None)
-        if block.barrier is not None and block.barrier[0] == CLUSTER_BARRIER:
-            ck.cluster_barriers = True
         block.reduction = getattr(g, "barrier_red", None)
-        block.waits = is_wait(block.instructions[0]) if block.instructions else False
+        role = block_role(block.instructions[0]) if block.instructions else None
+        block.waits = role is not None and role.waits
         ck.waits |= block.waits
-        block.warp_sync = sync_kind(block.instructions[0]) if block.instructions else None
+        block.warp_sync = role.warp_sync if role is not None else None
         block.reads = tuple(g.used)
         block.writes = tuple(g.written)
         block.n_instructions = len(block.instructions)
@@ -438,7 +432,7 @@ def load_ptx(text: str | bytes) -> PtxModule:
     """
     mod = parse_ptx(text)
     for k in mod.kernels.values():
-        inline_calls(k, mod)                # `call` of .func bodies: inlined per call site
+        HOOKS["load_kernel"](k, mod)       # `call` of .func bodies: inlined per call site (isa/calls.py)
         k.compiled = compile_kernel(k)
         k.compiled.target = mod.target
         k.compiled.independent_threads = int(re.match(r"sm_(\d+)", mod.target).group(1)) >= 70

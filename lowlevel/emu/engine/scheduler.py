@@ -24,6 +24,9 @@ Control flow (see decode.py for what a block is):
   can be released, the CTA can never proceed: a deadlock, reported as a KernelFault.
   `bar.red` is such a barrier that also reduces the arriving lanes' predicates per CTA
   (barred.py: at once on the converged path, at release on the divergent one).
+- Instruction families (isa/registry.py): the scheduler makes their declared per-launch
+  states (`launch.<family>_state`), renewed per batch, and calls their declared HOOKS at a
+  barrier's release; it imports nothing else of them.
 - Watchdog: LOWLEVEL_EMU_WATCHDOG_S (default 60 s of wall time per launch, 0 = off) turns
   a kernel that never finishes into CUDA_ERROR_LAUNCH_TIMEOUT; checked every 256 steps.
 - Shared, local and generic memory and atomics: spaces.py; racecheck: tools/racecheck.py.
@@ -35,10 +38,9 @@ import time
 
 import numpy as np
 
-from ..isa import barred
-from ..isa import cluster as clusters
 from . import waits, warpwait
 from ..isa.numerics import UINT
+from ..isa.registry import HOOKS, make_states
 from .decode import CompiledKernel
 from .faults import KernelFault, WarpWait
 from .memory import AccessFault, DeviceMemory
@@ -78,8 +80,8 @@ def run_kernel(mod: PtxModule, name: str, grid, block, params: bytes,
         allocate_globals(mod, memory)           # engine used without the driver
 
     tools = list(enabled() if tools is None else tools)
-    launch = _Launch(ck, grid, block, params, memory, int(shared_bytes), tools)
-    clusters.group(launch, cluster, cooperative, envregs)
+    launch = _Launch(ck, grid, block, params, memory, int(shared_bytes), tools,
+                     cluster=cluster, cooperative=cooperative, envregs=envregs)
     for tool in tools:
         tool.initialize(launch)
     with np.errstate(all="ignore"):
@@ -101,7 +103,7 @@ class _Launch(SpacesMixin):
     generated blocks call for parameters, memory accesses and traps."""
 
     def __init__(self, ck: CompiledKernel, grid, block, params: bytes, memory: DeviceMemory,
-                 shared_bytes: int = 0, tools=()):
+                 shared_bytes: int = 0, tools=(), *, cluster=None, cooperative: bool = False, envregs=None):
         self.ck = ck
         # the tools that want events (the rest only see initialize/finish): while there are
         # none, the engine checks one empty tuple and reports nothing
@@ -119,18 +121,30 @@ class _Launch(SpacesMixin):
         self.ctas_per_batch = max(1, lanes // self.padded)
         self.stats = LaunchStats(ctas=self.n_ctas, threads=self.n_ctas * self.threads_per_cta)
         self.stats.block_lanes = [0] * len(ck.blocks)      # the time model's instruction mix
-        self._param_cache: dict = {}
+        self.param_cache: dict = {}      # spaces.param
         # what the generated code reads from C
         self.active = None          # bool mask over the current lanes, None = all
         self.lanes = None           # batch lane of each current lane (gathered), or None
         self.pcs = None             # per-lane PCs on the divergent path
         self.n = 0                  # number of current lanes
         self.first_cta = 0
-        self.cluster, self.envregs = None, {}     # group() sets them
-        waits.init_state(self)      # mbarrier waits, yields, barrier.sync %r ids
+        self.cluster = tuple(cluster) if cluster else None      # isa/cluster.py
+        self.envregs = dict(envregs or {})
+        self._group_ctas(cooperative)
+        # what the driver hands a launch (driver/limits.py); None: the engine without one
+        self.printf_fifo = self.heap = self.stack_bytes = None
+        waits.init_state(self)      # mbarrier waits, yields
+        warpwait.init_state(self)   # lanes waiting at warp instructions
+        self.batch_states = make_states(self)     # each family's (isa/registry.py)
         limit = _watchdog_limit()
         self.watchdog_s = limit
         self.deadline = time.monotonic() + limit if limit > 0 else None
+
+    def _group_ctas(self, cooperative: bool) -> None:
+        """CTAs resident together run in one batch: a cluster's (for barrier.cluster and
+        distributed shared memory), or a cooperative grid's."""
+        n = self.cluster[0] * self.cluster[1] * self.cluster[2] if self.cluster else 1
+        self.ctas_per_batch = self.n_ctas if cooperative else max(n, self.ctas_per_batch // n * n)
 
     def notify(self, kind: str, *args) -> None:
         """Report an event to the tools that want it (tools/base.py)."""
@@ -160,6 +174,8 @@ class _Launch(SpacesMixin):
             nlive = count * self.threads_per_cta
         self.n_lanes = n_lanes
         self.setup_spaces(count)
+        for state in self.batch_states:
+            state.new_batch(self)
         pc, pcs = 0, None
         while True:             # alternate between the two paths until every lane exits
             if pcs is None:
@@ -332,9 +348,9 @@ class _Launch(SpacesMixin):
                 np.array([b.barrier[0] if b.barrier else 0 for b in blocks], np.int64),
                 np.array([b.barrier[1] if b.barrier else 0 for b in blocks], np.int64))
         ids, counts = tables
-        bid, bcount = barred.resolve_ids(self, ids[bblk]), counts[bblk]
+        bid, bcount = HOOKS["barrier_ids"](self, ids[bblk]), counts[bblk]
         live = (pcs.reshape(-1, self.padded) != exit_pc).sum(axis=1)
-        group, live_of = clusters.barrier_groups(self, cta, bid, live)   # a cluster's CTAs for barrier.cluster
+        group, live_of = HOOKS["barrier_groups"](self, cta, bid, live)   # a cluster's CTAs for barrier.cluster
         key = group * 32 + bid
         uniq, inverse, arrived = np.unique(key, return_inverse=True, return_counts=True)
         need = np.where(bcount > 0, bcount, live_of)
@@ -356,7 +372,7 @@ class _Launch(SpacesMixin):
                 f"complete (exited threads count as arrived)")
         pcs[waiting[release]] = bblk[release] + 1
         if self.ck.reductions:          # bar.red: each CTA's reduction to its lanes (barred.py)
-            barred.release(self, waiting[release], bblk[release], key[release])
+            HOOKS["barrier_release"](self, waiting[release], bblk[release], key[release])
         if self.observers:
             self.notify("barrier", np.unique(cta[release]))
 
@@ -372,19 +388,6 @@ class _Launch(SpacesMixin):
                 f"grid {self.grid}, block {self.block}")
 
     # -- the context the generated code calls --------------------------------------------
-    def param(self, offset: int, dtype):
-        """The parameter buffer's bytes at `offset` as one `dtype` value. Past the end of
-        the buffer (an ld.param wider than the last parameter) the bytes are undefined on
-        a GPU: 0xFF here, as fresh memory reads."""
-        key = (offset, dtype)
-        v = self._param_cache.get(key)
-        if v is None:
-            size = np.dtype(dtype).itemsize
-            raw = bytes(self.params[offset:offset + size])
-            raw += b"\xff" * (size - len(raw))
-            v = self._param_cache[key] = np.frombuffer(raw, dtype, 1)[0]
-        return v
-
     def active_with(self, guard):
         active = self.active
         if guard is None:
@@ -473,7 +476,7 @@ class _Launch(SpacesMixin):
     def block_name(self, batch_cta: int) -> str:
         cta = self.first_cta + batch_cta
         if self.cluster:
-            return clusters.cta_name(self, cta)
+            return HOOKS["cta_name"](self, cta)
         gx, gy, _ = self.grid
         return f"({cta % gx},{cta // gx % gy},{cta // (gx * gy)})"
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..isa import cluster, paramaddr
-from ..isa.addressing import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SPAN
+from ..isa.addressing import LOCAL_WINDOW, OFFSET_MASK, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SPAN
+from ..isa.registry import HOOKS
 from ..isa.numerics import UINT
 from ..ptx.ir import TYPES
 from .atomics import atomic_rmw
@@ -126,6 +126,19 @@ class SpacesMixin:
             self.notify("batch", self.smem, self.smem_stride)
 
     # -- helpers ----------------------------------------------------------------------
+    def param(self, offset: int, dtype):
+        """The parameter buffer's bytes at `offset` as one `dtype` value. Past the end of
+        the buffer (an ld.param wider than the last parameter) the bytes are undefined on
+        a GPU: 0xFF here, as fresh memory reads."""
+        key = (offset, dtype)
+        v = self.param_cache.get(key)
+        if v is None:
+            size = np.dtype(dtype).itemsize
+            raw = bytes(self.params[offset:offset + size])
+            raw += b"\xff" * (size - len(raw))
+            v = self.param_cache[key] = np.frombuffer(raw, dtype, 1)[0]
+        return v
+
     def fault(self, code, what, nbytes, space, kind, address, i, active, sub, iid, note=""):
         j = i
         if sub is not None:
@@ -143,8 +156,8 @@ class SpacesMixin:
         window base when the instruction used generic addresses (for the message).
         `remote`: shared addresses may name another CTA of the cluster (isa/cluster.py)."""
         full = a
-        if remote and a.size and int(a.max()) > cluster.OFFSET_MASK:
-            a = a & _U64(cluster.OFFSET_MASK)
+        if remote and a.size and int(a.max()) > OFFSET_MASK:
+            a = a & _U64(OFFSET_MASK)
         else:
             remote = False
         if space == "shared":
@@ -180,7 +193,7 @@ class SpacesMixin:
         if sub is not None:
             base = base[sub]
         if remote:
-            _, base = cluster.remote_shared(self, full, base, iid)
+            _, base = HOOKS["remote_shared"](self, full, base, iid)     # isa/cluster.py
         return (base + a.astype(np.int64)) >> _SHIFT[size]
 
     def batch_lanes(self, active, sub):
@@ -244,7 +257,7 @@ class SpacesMixin:
                         "local", a[lo] - _U64(LOCAL_WINDOW), nbytes, size, iid, kind,
                         active, lo, LOCAL_WINDOW), "local"))
                 if pa.any():            # cvta.param addresses (isa/paramaddr.py)
-                    parts.append((pa, *paramaddr.window_part(
+                    parts.append((pa, *HOOKS["param_window"](
                         self, a[pa] - _U64(PARAM_WINDOW), nbytes, size, iid, kind, active, pa), "param"))
                 return parts
         return [(None, self.memory.u8,

@@ -38,14 +38,12 @@ WARP = 32
 def init_state(launch) -> None:
     """What a launch keeps for waits: the failed lanes of the last wait, whether anything
     ran since waiters parked, the converged path's last all-failed wait, how many mbarrier
-    updates ran, the divergent path's jumps back since the last yield; and the ids
-    `barrier.sync %r` read (isa/barred.py), by instruction."""
+    updates ran, the divergent path's jumps back since the last yield."""
     launch.wait_failed = None
     launch.wait_progress = False
     launch.wait_stall = None
     launch.mbar_updates = 0
     launch.back_edges = 0
-    launch.dynamic_bar_ids = {}
 
 
 def back_edge(launch, pcs, pc: int) -> bool:

@@ -27,11 +27,42 @@ from __future__ import annotations
 import numpy as np
 
 from .faults import KernelFault
-from ..isa.warpmask import live_lanes
 
 WARP = 32
 _LANE32 = np.arange(WARP, dtype=np.int64)
 _KIND = {None: 0, "bar": 1, "data": 2}
+
+
+def exiting(ck):
+    """bool per PC (exit_pc included, False): the block is an unguarded ret/exit, so a
+    lane there is as good as exited (on a GPU a warp instruction waiting for it sees it
+    exit)."""
+    table = ck.exiting_blocks
+    if table is None:
+        table = np.zeros(ck.exit_pc + 1, bool)
+        for blk in ck.blocks:
+            ins = blk.instructions
+            table[blk.index] = len(ins) == 1 and ins[0].opcode in ("ret", "exit") \
+                and ins[0].guard is None
+        ck.exiting_blocks = table
+    return table
+
+
+def live_lanes(ck, pcs):
+    """bool per entry of `pcs` (divergent path): the lane has not exited, nor is about to
+    (an unguarded ret/exit)."""
+    exit_pc = ck.exit_pc
+    return (pcs != exit_pc) & ~exiting(ck)[np.minimum(pcs, exit_pc)]
+
+
+def init_state(launch) -> None:
+    """What a launch keeps for lanes waiting at warp instructions (made on the first wait):
+    each parked lane's member mask and the value it gives, the block and step of the last
+    park, and the lanes paired across instructions (group, pending, value given; read by
+    isa/warpmask.py), how many groups were made and how many lanes are still pending."""
+    launch.warp_masks = launch.warp_values = launch.warp_skip = launch.warp_pair = None
+    launch.warp_groups = 0
+    launch.warp_pending = 0
 
 
 def kinds(ck):
@@ -44,7 +75,7 @@ def kinds(ck):
 def park(launch, pcs, wait, blk: int) -> None:
     """Park the lanes of WarpWait `wait` at warp block `blk` with their member masks and
     the values they give."""
-    saved = getattr(launch, "warp_masks", None)
+    saved = launch.warp_masks
     if saved is None or saved.size != pcs.size:
         saved = launch.warp_masks = np.zeros(pcs.size, np.uint32)
         launch.warp_values = np.zeros(pcs.size, np.uint64)
@@ -58,9 +89,9 @@ def park(launch, pcs, wait, blk: int) -> None:
 def merge(launch, pcs, lowest: int) -> None:
     """Lanes reach warp block `lowest`: those of their warps parked there rejoin them,
     except right after a park (the lanes left there then are the ones that did not wait)."""
-    if getattr(launch, "warp_masks", None) is None:
+    if launch.warp_masks is None:
         return                  # no lane has waited at a warp instruction in this launch
-    if getattr(launch, "warp_skip", None) == (lowest, launch.stats.block_steps):
+    if launch.warp_skip == (lowest, launch.stats.block_steps):
         return
     parked = np.flatnonzero(pcs == launch.ck.exit_pc + 1 + lowest)
     if parked.size == 0:
@@ -115,11 +146,11 @@ def release(launch, pcs, waiting, bblk):
 def _signature(ck):
     """Per block: the opcode and qualifiers of its warp instruction ('' for none): data
     instructions pair up across instructions only with the same ones (PTX ISA)."""
-    sig = ck.__dict__.get("_emu_warp_signature")
+    sig = ck.warp_signatures
     if sig is None:
         sig = np.array([".".join([b.instructions[0].opcode, *b.instructions[0].mods])
                         if b.warp_sync == "data" else "" for b in ck.blocks], object)
-        ck.__dict__["_emu_warp_signature"] = sig
+        ck.warp_signatures = sig
     return sig
 
 
@@ -139,7 +170,7 @@ def _pair(launch, pcs, lanes, blk, kind, batch, blocking):
     ok = (kind == 2) & ~(blocking & ~(same_kind & same_mask)).any(axis=1)
     if not ok.any():
         return ok
-    pair = getattr(launch, "warp_pair", None)
+    pair = launch.warp_pair
     if pair is None or pair[0].size != pcs.size:         # per batch
         n = pcs.size
         pair = launch.warp_pair = (np.full(n, -1, np.int64), np.zeros(n, bool),

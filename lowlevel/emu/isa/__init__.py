@@ -1,20 +1,26 @@
-"""The PTX instructions, one module per family, each registering into registry.py.
+"""The PTX instructions, one module per family, each family declared once in registry.py.
 
-    registry.py    the one registry: emitters by (opcode, form), runtime helpers, special registers
-    operands.py    what every family reads an instruction with (Mods, operands, type sets)
-    arith.py       add sub mul mad fma div rem, the unary operations, min max, logic, shifts
+    registry.py    the one registry: each family, its rows (opcode -> emitters by form, pipe
+                   class, block role), its per-launch state and hooks; runtime helpers,
+                   special registers
+    operands.py    what every family reads an instruction with (Mods, operands, type sets,
+                   comparison operators)
+    arith.py       add sub mul mad fma div rem, the unary operations, min max (with .relu on
+                   s32/s16x2), logic, shifts, copysign testp: the rows of these opcodes,
+                   their half, carry and 16x2 forms included
     fma32.py       fma.rn.f32 on arrays, correctly rounded in a few numpy passes (arith's hot path)
-    compare.py     setp set selp
-    minmaxmore.py  min/max.relu on s32/s16x2, min/max.xorsign.abs on half types, lop3.{and,or} d|p
-    convert.py     mov cvt, trap, membar/fence
+    compare.py     setp set selp (rows with their half-type forms)
+    convert.py     mov cvt, trap, membar/fence (the mov and cvt rows with all their forms)
     cvtpack.py     cvt.pack.sat (two s32 saturated to u16/s16/u8/s8/u4/s4/u2/s2 and packed)
-    half.py        the f16/bf16 (and pair) forms of arithmetic, setp and cvt
-    halfmore.py    atom/red.add.noftz on f16/bf16 (and pairs), set on half types
-    bits.py        popc clz brev bfind fns bfe bfi prmt lop3 shf mul24 sad dp4a/dp2a slct
-                   copysign testp
+    half.py        the f16/bf16 (and pair) arithmetic, min/max.xorsign.abs
+    half_compare_convert.py  setp, set, cvt and atom/red.add.noftz on the half types
+    bits.py        popc clz brev bfind fns bfe bfi prmt lop3 (and lop3.{and,or} d|p) shf mul24
+                   sad dp4a/dp2a slct
     warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync
-    warpmask.py    the member-mask rule of the *.sync warp instructions, and the waits it asks for
-    memops.py      ld ldu st atom red cvta bar/barrier, mov of a variable's address
+    warpmask.py    the member-mask rule of the *.sync warp instructions, and the waits it asks for;
+                   the .aligned rule (whole converged warps) of mma, ldmatrix, wmma
+    memops.py      ld ldu st atom red cvta bar/barrier (the rows of st atom red with their async
+                   and vector forms), mov of a variable's address
     spacep.py      isspacep
     paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it,
                    its generic address (cvta.param)
@@ -29,17 +35,20 @@
     videoscalar.py the scalar video instructions (vadd ... vmax, vshl vshr, vset) with selectors
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
-    bulkcopy.py    cp.async.bulk to shared memory, completed on an mbarrier (sm_90)
+    bulkcopy.py    cp.async.bulk to shared memory, completed on an mbarrier (sm_90); its writes
+                   land through mbarrier.land_on_completion
     swizzle.py     Hopper's shared-memory swizzle (32B/64B/128B), which TMA writes and wgmma reads
     tensormap.py   the tensor map (CUtensorMap): the emulator's 128-byte encoding, decoded and checked
-    tma.py         cp.async.bulk.tensor loads, stores, prefetches; cp.reduce.async.bulk.tensor; bulk groups
+    tma.py         cp.async.bulk.tensor loads, stores, prefetches; cp.reduce.async.bulk.tensor; bulk
+                   groups (forms of asyncopy's `cp` row); loads land through bulkcopy.complete_tx
     tmareduce.py   cp.reduce.async.bulk.tensor's arithmetic by element type
-    tensormap_ops.py tensormap.replace, tensormap.cp_fenceproxy (sm_90a)
-    wgmma.py       wgmma (sm_90a): fence, mma_async, commit_group, wait_group
+    tensormap_ops.py tensormap.replace, tensormap.cp_fenceproxy (sm_90a): the `tensormap` row
+    wgmma.py       wgmma (sm_90a): fence, mma_async, commit_group, wait_group (the row, pipe TENSOR)
     wgmma_shapes.py wgmma.mma_async's shapes and types, its A and D fragments, its arithmetic
     wgmma_desc.py  wgmma's shared-memory matrix descriptors and canonical (swizzled) layouts
     wgmma_async.py wgmma's groups, waits and fences, the warpgroup-collective rule, the check
-                   in front of any instruction touching a pending wgmma's registers
+                   in front of any instruction touching a pending wgmma's registers (the
+                   before_emit hook); part of the wgmma family, its per-launch state
     memhints.py    prefetch prefetchu applypriority discard createpolicy
     asyncstore.py  st.async, red.async into a cluster peer's shared memory (sm_90)
     griddep.py     griddepcontrol (programmatic dependent launch): nothing to wait for here
@@ -53,7 +62,8 @@
     recursion.py   recursive calls: real calls of an out-of-line copy, a per-thread stack
     liveness.py    the registers live at a label (what a recursive call's frame saves)
     devassert.py   __assertfail (device assert)
-    addressing.py  the generic address windows and a kernel's shared/local layout
+    addressing.py  the generic address windows, a kernel's shared/local layout, and the address
+                   operand [...] of every memory instruction
     electszext.py  elect.sync (the leader of a member mask), szext.{clamp,wrap}
     carry.py       the carry chain: add.cc addc sub.cc subc mad.cc madc
     specials.py    special registers computed on the fly (%clock, %lanemask_*, %smid ...)
@@ -63,10 +73,13 @@
     numerics.py    the arithmetic of PTX in numpy: rounding, integer division, fma, conversions
     divsqrt.py     directed rounding of division and square root
 
-The decoder (engine/decode.py) imports this package once, so every family has registered
-before it reads the registry; no family imports the decoder.
+The decoder (engine/decode.py) imports this package once, so every family has declared
+itself before it reads the registry; no family imports the decoder. Modules that declare no
+family (operands, numerics, addressing, fma32, divsqrt, and the emitters of other families'
+forms: half, half_compare_convert, cvtpack, lowfloat, vecatom, asyncstore, mma_sparse, tma
+...) hold no launch state.
 """
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
-               cvtpack, devassert, electszext, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
-               mbarrier, memhints, memops, minmaxmore, mma_sparse, paramaddr, printf, recursion, simd, spacep,
+               cvtpack, devassert, electszext, griddep, half, half_compare_convert, heap, indirect, lowfloat, matrix,
+               matrix_store, mbarrier, memhints, memops, mma_sparse, paramaddr, printf, recursion, simd, spacep,
                specials, tensormap_ops, vecatom, videoscalar, warp, wgmma, wmma)

@@ -1,13 +1,17 @@
 """Integer and floating-point arithmetic: add sub mul mad fma div rem, the unary
-operations (abs neg not cnot sqrt rcp rsqrt ex2 lg2 sin cos tanh), min max, and or xor,
-shl shr. The half types of these opcodes are half.py's; add.cc/addc and friends bits.py's."""
+operations (abs neg not cnot sqrt rcp rsqrt ex2 lg2 sin cos tanh), min max (and
+min/max.relu on s32 and s16x2), and or xor, shl shr, copysign, testp.
+
+This module holds the rows of these opcodes (at the end), every form included: the half
+types are written by half.py's emitters, add.cc/sub.cc/mad.cc by carry.py's, add/min/max
+on s16x2/u16x2 by simd.py's, min/max.xorsign.abs by half.py's."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Instruction, Reg
-from . import fma32, numerics
+from . import carry, fma32, half, numerics, simd
 from .operands import (
     BIT_TYPES,
     FLOAT_TYPES,
@@ -18,7 +22,9 @@ from .operands import (
     unsupported,
     view_name,
 )
-from .registry import register
+from .registry import ANY, CARRY, HALF_FORMS, INT_RELU, SFU, TYPED, XORSIGN, family, provide
+
+U16, U32, I16, I32 = np.uint16, np.uint32, np.int16, np.int32
 
 
 def emit_int_or_float_binary(g, ins: Instruction) -> None:
@@ -322,11 +328,100 @@ def emit_shift(g, ins: Instruction) -> None:
     g.write(ins, d, f"{fn}({x}, {n}, {bits})", t, guard)
 
 
-register(emit_int_or_float_binary, "add", "sub", "mul")
-register(emit_mad, "mad")
-register(emit_fma, "fma")
-register(emit_div_rem, "div", "rem")
-register(emit_unary, "abs", "neg", "not", "cnot", "sqrt", "rcp", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh")
-register(emit_minmax, "min", "max")
-register(emit_logic, "and", "or", "xor")
-register(emit_shift, "shl", "shr")
+# --- copysign, testp ---------------------------------------------------------------------
+
+def emit_copysign(g, ins):
+    m = Mods(ins)
+    t = m.one_type(FLOAT_TYPES)
+    m.done()
+    d, a, b = operands(ins, 3)
+    guard = g.guard(ins)
+    ut = _bits_type(t)
+    bits = TYPES[t][0] * 8
+    sign = g.const(numerics.UINT[bits // 8](1 << (bits - 1)))
+    expr = f"(({g.read(ins, a, ut)} & {sign}) | ({g.read(ins, b, ut)} & ~{sign}))"
+    g.write(ins, d, expr, ut, guard)
+
+
+_TESTP = {
+    "finite": "_np.isfinite({x})",
+    "infinite": "_np.isinf({x})",
+    "number": "~_isnan({x})",
+    "notanumber": "_isnan({x})",
+    "normal": "(_np.isfinite({x}) & (_abs({x}) >= {tiny}))",
+    "subnormal": "(({x} != 0) & (_abs({x}) < {tiny}))",
+}
+
+
+def emit_testp(g, ins):
+    m = Mods(ins)
+    op = m.take(*_TESTP)
+    t = m.one_type(FLOAT_TYPES)
+    m.done()
+    if op is None:
+        raise PtxError(ins.line, f"testp needs one of {', '.join('.' + k for k in _TESTP)}: {ins.text}")
+    d, a = operands(ins, 2)
+    guard = g.guard(ins)
+    dt = numerics.FLOAT[TYPES[t][0]]
+    tiny = g.const(dt(np.finfo(dt).tiny))
+    x = g.read(ins, a, t)
+    g.write(ins, d, _TESTP[op].format(x=x, tiny=tiny), "pred", guard)
+
+
+def _bits_type(t: str) -> str:
+    return f"u{TYPES[t][0] * 8}"
+
+
+# --- min/max.relu on s32 and s16x2 (sm_90): the min/max (of each half), then 0 if negative --
+
+def int_relu(op: str, pair: bool, a, b):
+    """min/max.relu: a, b as s32, or (pair) u32 words of two s16."""
+    fn = np.minimum if op == "min" else np.maximum
+    if not pair:
+        return np.maximum(fn(np.asarray(a, I32), np.asarray(b, I32)), I32(0))
+    a, b = np.asarray(a, U32), np.asarray(b, U32)
+    out = np.zeros(np.broadcast(a, b).shape, U32)
+    for shift in (0, 16):
+        x = ((a >> U32(shift)) & U32(0xFFFF)).astype(U16).view(I16)
+        y = ((b >> U32(shift)) & U32(0xFFFF)).astype(U16).view(I16)
+        r = np.maximum(fn(x, y), I16(0)).view(U16).astype(U32)
+        out |= r << U32(shift)
+    return out if out.ndim else out.reshape(-1)[0]
+
+
+provide(_int_relu=int_relu)
+
+
+def emit_int_relu(g, ins):
+    m = Mods(ins)
+    m.take("relu")
+    t = m.take("s32", "s16x2")              # s16x2 is no register type: taken by name
+    m.done()
+    d, a, b = operands(ins, 3)
+    rt = "s32" if t == "s32" else "u32"
+    expr = (f"_int_relu({ins.opcode!r}, {t == 's16x2'}, {g.read(ins, a, rt)}, "
+            f"{g.read(ins, b, rt)})")
+    g.write(ins, d, expr, rt, g.guard(ins))
+
+
+# --- the rows: every form of these opcodes, wherever its emitter is written ----------------
+FAMILY = family("arith", __name__)
+_HALF = dict.fromkeys(HALF_FORMS, half.emit_arith)
+FAMILY.declare("add", emit={ANY: emit_int_or_float_binary, **_HALF, CARRY: carry.emit_carry,
+                            "i16x2": simd.emit_packed16})
+FAMILY.declare("sub", emit={ANY: emit_int_or_float_binary, **_HALF, CARRY: carry.emit_carry})
+FAMILY.declare("mul", emit={ANY: emit_int_or_float_binary, **_HALF})
+FAMILY.declare("mad", emit={ANY: emit_mad, CARRY: carry.emit_carry})
+FAMILY.declare("fma", emit={ANY: emit_fma, **_HALF})
+FAMILY.declare("div", emit=emit_div_rem, pipe=lambda ins: SFU if "approx" in ins.mods else TYPED)
+FAMILY.declare("rem", emit=emit_div_rem)
+FAMILY.declare("abs", "neg", emit={ANY: emit_unary, **_HALF})
+FAMILY.declare("not", "cnot", emit=emit_unary)
+FAMILY.declare("sqrt", "rcp", "rsqrt", "lg2", "sin", "cos", emit=emit_unary, pipe=SFU)
+FAMILY.declare("ex2", "tanh", emit={ANY: emit_unary, **_HALF}, pipe=SFU)
+FAMILY.declare("min", "max", emit={ANY: emit_minmax, **_HALF, "i16x2": simd.emit_packed16,
+                                   INT_RELU: emit_int_relu, XORSIGN: half.emit_xorsign})
+FAMILY.declare("and", "or", "xor", emit=emit_logic)
+FAMILY.declare("shl", "shr", emit=emit_shift)
+FAMILY.declare("copysign", emit=emit_copysign)
+FAMILY.declare("testp", emit=emit_testp)

@@ -34,10 +34,10 @@ import numpy as np
 from ..ptx.errors import PtxError
 from . import bulkcopy, mbarrier, tma
 from .operands import Mods, operands, unsupported
-from .registry import provide, register
+from .registry import MEMORY, LaunchState, family, provide
 from ..engine.memory import AccessFault
 from ..ptx.ir import Addr, Imm, Instruction, Reg
-from .memops import address, operands_less_policy, take_space
+from .addressing import address, operands_less_policy, take_space
 
 _U64 = np.uint64
 
@@ -169,16 +169,29 @@ def cp_async(C, dst, src, cp: int, src_size, ignore, iid: int, guard) -> None:
     if C.observers:
         C.notify("shared_access", True, idx, 1, lanes, iid)
     committed = _groups(C)
-    C.cp_pending.append((lanes, committed[lanes].copy(), idx, data))
+    C.asyncopy_state.pending.append((lanes, committed[lanes].copy(), idx, data))
+
+
+class CopyGroups(LaunchState):
+    """cp.async in the batch of CTAs running: each lane's count of committed groups (made on
+    the first cp.async of the batch), and the copies not landed yet, in issue order:
+    (lanes, group of each, shared indices, bytes)."""
+    __slots__ = ("committed", "pending")
+
+    def __init__(self, launch) -> None:
+        self.new_batch(launch)
+
+    def new_batch(self, launch) -> None:
+        self.committed = None
+        self.pending = []
 
 
 def _groups(C):
-    """The batch's count of committed groups per lane (made anew for each batch of CTAs)."""
-    if getattr(C, "cp_batch", None) != C.first_cta:
-        C.cp_committed = np.zeros(C.n_lanes, np.int64)
-        C.cp_pending = []                   # (lanes, group of each, shared indices, bytes)
-        C.cp_batch = C.first_cta
-    return C.cp_committed
+    """The batch's count of committed groups per lane."""
+    state = C.asyncopy_state
+    if state.committed is None:
+        state.committed = np.zeros(C.n_lanes, np.int64)
+    return state.committed
 
 
 def _waiting_lanes(C, guard):
@@ -219,14 +232,14 @@ def _land(C, lanes, below) -> None:
     limit = np.full(C.n_lanes, -1, np.int64)     # lanes that do not wait land nothing
     limit[lanes] = below
     still = []
-    for lane_of, group, idx, data in C.cp_pending:
+    for lane_of, group, idx, data in C.asyncopy_state.pending:
         done = group < limit[lane_of]
         if done.any():
             C.smem[idx[done]] = data[done]
         if not done.all():
             keep = ~done
             still.append((lane_of[keep], group[keep], idx[keep], data[keep]))
-    C.cp_pending = still
+    C.asyncopy_state.pending = still
 
 
 def _check_source(C, s, k, cp, reading, iid, active) -> None:
@@ -248,7 +261,8 @@ def _check_source(C, s, k, cp, reading, iid, active) -> None:
                      int(s[i]), i, active, None, iid)
 
 
-register(emit_cp, "cp")
+FAMILY = family("asyncopy", __name__, state=CopyGroups)
+FAMILY.declare("cp", emit=emit_cp, pipe=MEMORY)
 provide(_cp_async=cp_async, _cp_async_commit=cp_async_commit, _cp_async_wait=cp_async_wait,
         _cp_async_land_all=cp_async_land_all)
 

@@ -23,9 +23,9 @@ from ..engine.atomics import atomic_rmw
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Instruction, Vec
 from .bulkcopy import complete_tx
-from .memops import address, take_space
+from .addressing import address, take_space
 from .operands import Mods
-from .registry import ASYNC, provide, register
+from .registry import provide
 
 _COMPLETE = "mbarrier::complete_tx::bytes"
 _U64 = np.uint64
@@ -135,8 +135,6 @@ def _full(C, x):
     return np.broadcast_to(np.asarray(x, _U64), (C.n,))
 
 
-register(emit_st_async, "st", forms=(ASYNC,))
-register(emit_red_async, "red", forms=(ASYNC,))
 provide(_st_async=st_async, _red_async=red_async)
 
 __all__ = ["emit_st_async", "emit_red_async", "st_async", "red_async"]

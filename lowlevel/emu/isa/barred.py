@@ -26,7 +26,7 @@ import numpy as np
 from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from .operands import Mods, unsupported
-from .registry import provide, register
+from .registry import LaunchState, family, provide
 from ..ptx.ir import Instruction, Reg
 
 _OPS = {"popc": ("u32", 1), "and": ("pred", 2), "or": ("pred", 3)}
@@ -81,13 +81,28 @@ def emit_bar_red_get(g, ins: Instruction) -> None:
 
 # --- runtime ---------------------------------------------------------------------------------
 
+class Reductions(LaunchState):
+    """bar.red and barrier.sync %r in a launch: each lane's predicate and result in the batch
+    running (made on the first bar.red of the batch); which reduction each block's barrier
+    does (made on the first release); the id each `barrier.sync %r` read last, by
+    instruction (dynamic_id, for the scheduler's release: resolve_ids)."""
+    __slots__ = ("pred", "result", "codes", "dynamic_ids")
+
+    def __init__(self, launch) -> None:
+        self.pred = self.result = self.codes = None
+        self.dynamic_ids = {}
+
+    def new_batch(self, launch) -> None:
+        self.pred = self.result = None
+
+
 def _state(C):
     """Per-lane predicate and result arrays of the current batch."""
-    if getattr(C, "red_lanes", -1) != C.n_lanes:
-        C.red_lanes = C.n_lanes
-        C.red_pred = np.zeros(C.n_lanes, bool)
-        C.red_result = np.zeros(C.n_lanes, _U32)
-    return C.red_pred, C.red_result
+    state = C.barred_state
+    if state.pred is None:
+        state.pred = np.zeros(C.n_lanes, bool)
+        state.result = np.zeros(C.n_lanes, _U32)
+    return state.pred, state.result
 
 
 def arrive(C, op: str, pred) -> None:
@@ -113,11 +128,10 @@ def arrive(C, op: str, pred) -> None:
 def release(C, lanes, blocks, keys) -> None:
     """The engine released `lanes` (batch lanes, parked at barrier blocks `blocks`, grouped
     by `keys`: one per CTA (or cluster) and barrier id): deliver the reduction of each group."""
-    table = getattr(C.ck, "red_table", None)
+    table = C.barred_state.codes
     if table is None:
-        table = C.ck.red_table = np.array(
-            [_OPS[b.reduction][1] if getattr(b, "reduction", None) else 0
-             for b in C.ck.blocks], np.int8)
+        table = C.barred_state.codes = np.array(
+            [_OPS[b.reduction][1] if b.reduction else 0 for b in C.ck.blocks], np.int8)
     code = table[blocks]
     sel = code != 0
     if not sel.any():
@@ -137,16 +151,10 @@ def result(C):
     return r.copy() if C.lanes is None else r[C.lanes]
 
 
-register(emit_bar_red_get, "_bar_red_get")
-provide(_bar_red_arrive=arrive, _bar_red_result=result)
-
-__all__ = ["emit_bar_red", "follower", "release"]
-
-
 def dynamic_id(C, value, iid: int) -> None:
     """The id of a `barrier.sync %r`: 0..15, and the same for the threads that execute
     the instruction together (the emulator keeps the id of its latest execution, for the
-    engine's release: C.dynamic_bar_ids, read by resolve_ids)."""
+    engine's release: read by resolve_ids)."""
     active, any_active = C.active_with(None)
     if not any_active:
         return
@@ -165,7 +173,7 @@ def dynamic_id(C, value, iid: int) -> None:
         raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
                           f"{C.name}: barrier id {bid} outside 0..15 at PTX line {ins.line}: "
                           f"{ins.text}")
-    C.dynamic_bar_ids[iid] = bid
+    C.barred_state.dynamic_ids[iid] = bid
 
 
 def resolve_ids(C, bid):
@@ -173,8 +181,16 @@ def resolve_ids(C, bid):
     dyn = bid < 0
     if dyn.any():
         bid = bid.copy()
-        bid[dyn] = [C.dynamic_bar_ids[-1 - int(b)] for b in bid[dyn]]
+        bid[dyn] = [C.barred_state.dynamic_ids[-1 - int(b)] for b in bid[dyn]]
     return bid
 
 
 provide(_bar_dynamic_id=dynamic_id)
+
+
+FAMILY = family("barred", __name__, state=Reductions,
+                hooks={"barrier_ids": resolve_ids, "barrier_release": release})
+FAMILY.declare("_bar_red_get", emit=emit_bar_red_get)
+provide(_bar_red_arrive=arrive, _bar_red_result=result)
+
+__all__ = ["emit_bar_red", "follower", "release", "resolve_ids"]

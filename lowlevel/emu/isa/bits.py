@@ -1,7 +1,8 @@
 """Integer bit manipulation for the code generator.
 
-popc clz brev bfind fns bfe bfi prmt lop3 shf, mul24/mad24, sad, dp4a/dp2a, slct,
-copysign, testp (the carry chain is carry.py's).
+popc clz brev bfind fns bfe bfi prmt lop3 (and lop3.{and,or} d|p, ..., q: d as lop3, then
+p = (d != 0) BoolOp q) shf, mul24/mad24, sad, dp4a/dp2a, slct (the carry chain is carry.py's;
+copysign and testp are arith.py's).
 
 Every runtime helper here works elementwise on numpy arrays or numpy scalars (a uniform
 register stays a scalar) and follows the PTX ISA's pseudo-code for the instruction,
@@ -19,8 +20,8 @@ import numpy as np
 from .operands import BIT_TYPES, FLOAT_TYPES, INT_TYPES, Mods, operands, unsupported
 from . import numerics
 from ..ptx.errors import PtxError
-from ..ptx.ir import TYPES, Imm, PredPair
-from .registry import provide, register
+from ..ptx.ir import TYPES, Imm, PredPair, Reg
+from .registry import ANY, BOOLOP, family, provide
 
 U8, U32, U64, I64 = np.uint8, np.uint32, np.uint64, np.int64
 
@@ -420,47 +421,52 @@ def emit_slct(g, ins):
     g.write(ins, d, expr, ut, guard)
 
 
-def emit_copysign(g, ins):
+# --- lop3.{and,or} d|p, a, b, c, immLut, q (sm_90 predicate form) ------------------------
+
+def lut3(lut: int, a, b, c):
+    """lop3's function of each bit of a, b, c: bit i of `lut` for a = bit 2 of i, b = bit 1,
+    c = bit 0 (the ISA's 0xF0, 0xCC, 0xAA construction)."""
+    a, b, c = (np.asarray(x, U32) for x in (a, b, c))
+    d = np.zeros(np.broadcast(a, b, c).shape, U32)
+    for i in range(8):
+        if lut >> i & 1:
+            d |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+    return d
+
+
+def lop3_bool(lut: int, boolop: str, a, b, c, q):
+    d = lut3(lut, a, b, c)
+    t = d != 0
+    return d, (t & q) if boolop == "and" else (t | q)
+
+
+provide(_lop3_bool=lop3_bool)
+
+
+def emit_lop3_bool(g, ins):
     m = Mods(ins)
-    t = m.one_type(FLOAT_TYPES)
+    boolop = m.take("and", "or")
+    m.one_type({"b32"})
     m.done()
-    d, a, b = operands(ins, 3)
+    dp, a, b, c, lut, q = operands(ins, 6)
+    if not isinstance(dp, PredPair) or dp.q is None:
+        raise PtxError(ins.line, f"lop3.{boolop} takes d|p as its destination: {ins.text}")
+    if not isinstance(lut, Imm) or lut.is_float or not 0 <= lut.value <= 255:
+        raise PtxError(ins.line, f"lop3 needs an 8-bit immediate truth table: {ins.text}")
+    d = None if isinstance(dp.p, Reg) and dp.p.name == "_" else dp.p     # the `_` sink
     guard = g.guard(ins)
-    ut = _ut(t)
-    bits = TYPES[t][0] * 8
-    sign = g.const(numerics.UINT[bits // 8](1 << (bits - 1)))
-    expr = f"(({g.read(ins, a, ut)} & {sign}) | ({g.read(ins, b, ut)} & ~{sign}))"
-    g.write(ins, d, expr, ut, guard)
+    r = g.fresh()
+    xs = ", ".join(g.read(ins, o, "u32") for o in (a, b, c))
+    g.emit(f"{r} = _lop3_bool({lut.value}, {boolop!r}, {xs}, {g.read(ins, q, 'pred')})")
+    g.write(ins, d, f"{r}[0]", "u32", guard)
+    g.write(ins, dp.q, f"{r}[1]", "pred", guard)
 
 
-_TESTP = {
-    "finite": "_np.isfinite({x})",
-    "infinite": "_np.isinf({x})",
-    "number": "~_isnan({x})",
-    "notanumber": "_isnan({x})",
-    "normal": "(_np.isfinite({x}) & (_abs({x}) >= {tiny}))",
-    "subnormal": "(({x} != 0) & (_abs({x}) < {tiny}))",
-}
-
-
-def emit_testp(g, ins):
-    m = Mods(ins)
-    op = m.take(*_TESTP)
-    t = m.one_type(FLOAT_TYPES)
-    m.done()
-    if op is None:
-        raise PtxError(ins.line, f"testp needs one of {', '.join('.' + k for k in _TESTP)}: {ins.text}")
-    d, a = operands(ins, 2)
-    guard = g.guard(ins)
-    dt = numerics.FLOAT[TYPES[t][0]]
-    tiny = g.const(dt(np.finfo(dt).tiny))
-    x = g.read(ins, a, t)
-    g.write(ins, d, _TESTP[op].format(x=x, tiny=tiny), "pred", guard)
-
-
-register(emit_popc_clz_brev, "popc", "clz", "brev")
+FAMILY = family("bits", __name__)
+FAMILY.declare("popc", "clz", "brev", emit=emit_popc_clz_brev)
 for _opcode, _emitter in {"bfind": emit_bfind, "fns": emit_fns, "bfe": emit_bfe, "bfi": emit_bfi,
-                          "prmt": emit_prmt, "lop3": emit_lop3, "shf": emit_shf, "mul24": emit_mul24,
+                          "prmt": emit_prmt, "shf": emit_shf, "mul24": emit_mul24,
                           "mad24": emit_mul24, "sad": emit_sad, "dp4a": emit_dp, "dp2a": emit_dp,
-                          "slct": emit_slct, "copysign": emit_copysign, "testp": emit_testp}.items():
-    register(_emitter, _opcode)
+                          "slct": emit_slct}.items():
+    FAMILY.declare(_opcode, emit=_emitter)
+FAMILY.declare("lop3", emit={ANY: emit_lop3, BOOLOP: emit_lop3_bool})     # lop3.{and,or} d|p, ..., q

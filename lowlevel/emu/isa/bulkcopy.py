@@ -17,7 +17,8 @@ lie in the destination CTA (for multicast, the same offset in each destination C
 When the copy lands: the source is read at issue and the complete_tx is applied at issue
 (so the barrier's phase completes by the ISA's rules: pending arrivals and tx-count both
 zero), but the bytes reach shared memory only when a thread's wait on that barrier
-succeeds for the phase the copy was counted in (mbarrier.py calls `land`). A kernel that
+succeeds for the phase the copy was counted in (complete_tx hands the write to
+mbarrier.land_on_completion, and mbarrier.py lands it). A kernel that
 reads the destination without waiting on the barrier reads what was there before, as it
 may on a GPU, instead of seeing a copy that is not guaranteed to have arrived.
 
@@ -41,8 +42,7 @@ from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Addr, Imm, Instruction
 from . import mbarrier
-from .cluster import OFFSET_MASK, RANK_SHIFT
-from .memops import address, operands_less_policy
+from .addressing import OFFSET_MASK, RANK_SHIFT, address, operands_less_policy
 from .operands import unsupported
 from .registry import provide
 
@@ -259,8 +259,7 @@ def complete_tx(C, d, mb, n, sel, write, iid, unit=16) -> None:
         dst = bar = None
     if dst is None or (bar // C.smem_stride != dst // C.smem_stride).any():
         _each_lane(C, d, mb, n, sel, iid, unit)
-    _pending(C).append((bar, phases, dst, write, np.ones(lanes_j.size, bool)))
-    C.__dict__["bulk_land"] = land
+    mbarrier.land_on_completion(C, bar, phases, dst, write)
 
 
 def _indices(C, d, mb, n, sel, iid, unit):
@@ -292,37 +291,6 @@ def _bar_index(C, mb, sel, k, iid) -> int:
     return int(C.window_index("shared", mb[one], 8, 1, iid, "atomic", one, None, remote=True)[0])
 
 
-def _pending(C) -> list:
-    """The batch's writes not landed yet, one entry per complete_tx in issue order: the
-    barrier byte index and its phase when counted, the destination byte index (one each
-    per thread), the write, and which threads' writes are left."""
-    state = C.__dict__.get("_bulk_pending")
-    if state is None or state[0] != C.first_cta:
-        state = C.__dict__["_bulk_pending"] = (C.first_cta, [])
-    return state[1]
-
-
-def land(C, bars) -> None:
-    """Land the pending copies counted on barriers (byte indices `bars`) in a phase that
-    is over: called by mbarrier.mbar_wait for the barriers a wait succeeded on."""
-    pending = _pending(C)
-    if not pending:
-        return
-    want = np.unique(np.asarray(bars, np.int64))
-    keep = []
-    for bar, phase, dst, write, left in pending:
-        lands = left & np.isin(bar, want)
-        if lands.any():             # the object's phase now, from its 8 bytes
-            words = C.smem[bar[lands][:, None] + np.arange(8)].view(_U64)[:, 0]
-            lands[lands] = mbarrier.decode(words)[3] != phase[lands]
-            if lands.any():
-                write(C, dst[lands], lands)
-                left = left & ~lands
-        if left.any():
-            keep.append((bar, phase, dst, write, left))
-    pending[:] = keep
-
-
 provide(_bulk_copy=bulk_copy)
 
-__all__ = ["emit_bulk", "bulk_copy", "complete_tx", "land"]
+__all__ = ["emit_bulk", "bulk_copy", "complete_tx"]

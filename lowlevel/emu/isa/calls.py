@@ -27,7 +27,7 @@ from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Imm, ArgList, Instruction, PredPair, Reg, Sym, TensorAddr, Vec
 from . import indirect, recursion
 from .operands import CACHE_MODS, Mods, operands, unsupported
-from .registry import register
+from .registry import family
 
 _WORD = 8
 
@@ -381,5 +381,6 @@ def emit_stpv(g, ins):
         g.write(ins, w, expr, "u64", guard)
 
 
-register(emit_ldpv, "_ldpv")
-register(emit_stpv, "_stpv")
+FAMILY = family("calls", __name__, hooks={"load_kernel": inline_calls})
+FAMILY.declare("_ldpv", emit=emit_ldpv)
+FAMILY.declare("_stpv", emit=emit_stpv)

@@ -11,7 +11,7 @@ import numpy as np
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Reg
 from .operands import Mods, operands
-from .registry import CARRY, provide, register
+from .registry import family, provide
 
 
 def add_carry(a, b, cin):
@@ -30,7 +30,6 @@ def sub_borrow(a, b, bin_):
         return a - b, a < b
     t = bin_.astype(a.dtype) if isinstance(bin_, np.ndarray) else a.dtype.type(bool(bin_))
     return a - b - t, (a < b) | ((a == b) & bin_)
-
 
 
 _CC = "%__cc"
@@ -85,7 +84,7 @@ def emit_carry(g, ins):
         g.write(ins, cc, f"{r}[1]", "pred", guard)
 
 
-
 provide(_add_carry=add_carry, _sub_borrow=sub_borrow)
-register(emit_carry, "add", "sub", "mad", forms=(CARRY,))
-register(emit_carry, "addc", "subc", "madc")
+# add.cc, sub.cc, mad.cc are forms of arith.py's rows
+FAMILY = family("carry", __name__)
+FAMILY.declare("addc", "subc", "madc", emit=emit_carry)

@@ -35,14 +35,12 @@ import numpy as np
 from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Sym
-from .addressing import SHARED_WINDOW
+from .addressing import OFFSET_MASK, RANK_SHIFT, SHARED_WINDOW
 from .operands import Mods, operands, unsupported
-from .registry import provide, register, special_register
+from .registry import LaunchState, family, provide, special_register
 from .warp import current_lanes
 
 U32, U64, I64 = np.uint32, np.uint64, np.int64
-RANK_SHIFT = 24
-OFFSET_MASK = (1 << RANK_SHIFT) - 1
 CLUSTER_BARRIER = 16           # the barrier id barrier.cluster.wait parks at (bar.sync has 0..15)
 
 
@@ -79,18 +77,6 @@ def batch_ctaids(C, first: int, count: int) -> dict:
 
 def cta_name(C, position: int) -> str:
     return "({},{},{})".format(*(int(i[0]) for i in ctaids(C.grid, C.cluster, np.array([position]))))
-
-
-def group(C, cluster, cooperative: bool, envregs) -> None:
-    """CTAs that must be resident together run in one batch of launch `C`: a cluster's
-    (so that barrier.cluster and distributed shared memory work), or a cooperative grid's."""
-    C.cluster = tuple(cluster) if cluster else None
-    C.envregs = dict(envregs or {})
-    if cooperative:
-        C.ctas_per_batch = C.n_ctas
-    elif C.cluster:
-        n = size(C)
-        C.ctas_per_batch = max(n, C.ctas_per_batch // n * n)
 
 
 def barrier_groups(C, cta, bid, live):
@@ -156,7 +142,7 @@ special_register("%is_explicit_cluster", _explicit)
 def envreg(C, n: int):
     """%envreg<n>: the driver's values for this launch (envreg1/2: the high and low words of
     a cooperative launch's grid-sync workspace, 0 otherwise: grid.sync() then traps)."""
-    return U32(getattr(C, "envregs", {}).get(n, 0))
+    return U32(C.envregs.get(n, 0))
 
 
 for _n in range(32):
@@ -319,11 +305,23 @@ def _exited_ctas(C):
 
 # --- barrier.cluster --------------------------------------------------------------------------
 
+class ClusterArrivals(LaunchState):
+    """barrier.cluster in the batch running: which lanes have arrived and not waited yet
+    (made on the first arrive of the batch)."""
+    __slots__ = ("arrived",)
+
+    def __init__(self, launch) -> None:
+        self.arrived = None
+
+    def new_batch(self, launch) -> None:
+        self.arrived = None
+
+
 def _arrivals(C):
-    state = C.__dict__.get("_cluster_arrivals")
-    if state is None or state[0] != C.first_cta or state[1].size != C.n_lanes:
-        state = C.__dict__["_cluster_arrivals"] = (C.first_cta, np.zeros(C.n_lanes, bool))
-    return state[1]
+    state = C.cluster_state
+    if state.arrived is None:
+        state.arrived = np.zeros(C.n_lanes, bool)
+    return state.arrived
 
 
 def _running(C):
@@ -367,6 +365,7 @@ def emit_barrier_cluster(g, ins, m: Mods) -> None:
     g.emit(f"_cluster_{kind}(C, {iid})")
     if kind == "wait":
         g.barrier = (CLUSTER_BARRIER, 0)
+        g.ck.cluster_barriers = True      # the scheduler groups this barrier by cluster
 
 
 def ends_block(ins) -> bool:
@@ -376,5 +375,8 @@ def ends_block(ins) -> bool:
 provide(_cluster_value=_value, _is_explicit_cluster=lambda C: np.bool_(C.cluster is not None),
         _envreg=envreg, _mapa_generic=mapa_generic, _cluster_arrive=cluster_arrive, _cluster_wait=cluster_wait,
         _ctarank=ctarank, _in_shared=in_shared)
-register(emit_mapa, "mapa")
-register(emit_getctarank, "getctarank")
+FAMILY = family("cluster", __name__, state=ClusterArrivals,
+                hooks={"barrier_groups": barrier_groups, "cta_name": cta_name,
+                       "cluster_ctaids": batch_ctaids, "remote_shared": remote_shared})
+FAMILY.declare("mapa", emit=emit_mapa)
+FAMILY.declare("getctarank", emit=emit_getctarank)

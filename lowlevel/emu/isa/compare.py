@@ -1,17 +1,14 @@
-"""Comparisons: setp, set, selp (the half types of setp are half.py's)."""
+"""Comparisons: setp, set, selp. The rows (at the end) hold every form: the half types are
+written by half_compare_convert.py's emitters."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Instruction, PredPair
-from .operands import BIT_TYPES, FLOAT_TYPES, INT_TYPES, Mods, operands, unsupported
-from .registry import register
-
-CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
-        "lo": "<", "ls": "<=", "hi": ">", "hs": ">="}
-UNORDERED = {"equ": "==", "neu": "!=", "ltu": "<", "leu": "<=", "gtu": ">", "geu": ">="}
-
+from .operands import BIT_TYPES, CMP, FLOAT_TYPES, INT_TYPES, UNORDERED, Mods, cmp_and_bool, operands, unsupported
+from . import half_compare_convert as half
+from .registry import ANY, HALF_FORMS, family
 
 def compare(g, ins, cmp, t, a, b, ftz) -> str:
     size, kind = TYPES[t]
@@ -39,15 +36,6 @@ def compare(g, ins, cmp, t, a, b, ftz) -> str:
     if cmp in UNORDERED:
         return f"(({x} {UNORDERED[cmp]} {y}) | _isnan({x}) | _isnan({y}))"
     raise PtxError(ins.line, f"unknown comparison .{cmp}: {ins.text}")
-
-
-def cmp_and_bool(ins, m):
-    cmp = m.take(*CMP, *UNORDERED, "num", "nan")
-    if cmp is None:
-        raise PtxError(ins.line, f"missing comparison operator: {ins.text}")
-    boolop = m.take("and", "or", "xor")
-    ftz = m.take("ftz")
-    return cmp, boolop, ftz
 
 
 def emit_setp(g, ins: Instruction) -> None:
@@ -107,7 +95,7 @@ def emit_selp(g, ins: Instruction) -> None:
     g.write(ins, d, expr, ut, guard)
 
 
-
-register(emit_setp, "setp")
-register(emit_set, "set")
-register(emit_selp, "selp")
+FAMILY = family("compare", __name__)
+FAMILY.declare("setp", emit={ANY: emit_setp, **dict.fromkeys(HALF_FORMS, half.emit_setp)})
+FAMILY.declare("set", emit={ANY: emit_set, **dict.fromkeys(HALF_FORMS, half.emit_half_set)})
+FAMILY.declare("selp", emit=emit_selp)

@@ -1,6 +1,7 @@
 """Moves and conversions: mov (registers, immediates, vector packing) and cvt between the
-integer and float types; trap; membar/fence. The half types of cvt are half.py's, `mov` of
-a variable's address memops.py's."""
+integer and float types; trap; membar/fence. The mov and cvt rows (at the end) hold every
+form: cvt's half types are written by half_compare_convert.py, cvt.pack by cvtpack.py, the
+8-bit floats and tf32 by lowfloat.py, and `mov` of a variable's address by memops.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,7 +21,10 @@ from .operands import (
     view_dtype,
     view_name,
 )
-from .registry import register
+from . import cvtpack, lowfloat
+from . import half_compare_convert as half
+from .memops import emit_mov_address
+from .registry import ANY, HALF_FORMS, INTEGER, PACK, SYMBOL, family
 
 
 def emit_mov(g, ins: Instruction) -> None:
@@ -154,7 +158,9 @@ def emit_nop(g, ins: Instruction) -> None:
     g.guard(ins)
 
 
-register(emit_mov, "mov")
-register(emit_cvt, "cvt")
-register(emit_trap, "trap")
-register(emit_nop, "membar", "fence")
+FAMILY = family("convert", __name__)
+FAMILY.declare("mov", emit={ANY: emit_mov, SYMBOL: emit_mov_address}, pipe=INTEGER)
+FAMILY.declare("cvt", emit={ANY: emit_cvt, **dict.fromkeys(HALF_FORMS, half.emit_cvt), PACK: cvtpack.emit_cvt_pack,
+                           "f8": lowfloat.emit_cvt_f8, "tf32": lowfloat.emit_cvt_tf32})
+FAMILY.declare("trap", emit=emit_trap)
+FAMILY.declare("membar", "fence", emit=emit_nop)

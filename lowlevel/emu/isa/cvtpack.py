@@ -14,7 +14,7 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from .operands import Mods, operands
-from .registry import PACK, provide, register
+from .registry import provide
 
 WIDTHS = {"u16": 16, "s16": 16, "u8": 8, "s8": 8, "u4": 4, "s4": 4, "u2": 2, "s2": 2}
 U32, I64 = np.uint32, np.int64
@@ -57,7 +57,5 @@ def emit_cvt_pack(g, ins):
             f"{g.read(ins, ops[2], 's32')}, {c})")
     g.write(ins, ops[0], expr, "u32", guard)
 
-
-register(emit_cvt_pack, "cvt", forms=(PACK,))
 
 __all__ = ["cvt_pack", "emit_cvt_pack", "saturate"]

@@ -26,7 +26,7 @@ from ..ptx.errors import PtxError
 from ..ptx.ir import Reg
 from .calls import param_reg
 from .printf import strings
-from .registry import provide, register
+from .registry import family, provide
 
 _ARGS = ("message", "file", "line", "function", "charSize")
 
@@ -80,5 +80,6 @@ def assertfail(C, msg, file, line, func, iid, guard) -> None:
     raise KernelFault("CUDA_ERROR_ASSERT", report)
 
 
-register(emit_assertfail, "_assertfail")
+FAMILY = family("devassert", __name__)
+FAMILY.declare("_assertfail", emit=emit_assertfail)
 provide(_assertfail=assertfail)

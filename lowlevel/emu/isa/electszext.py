@@ -16,7 +16,8 @@ import numpy as np
 from ..ptx.errors import PtxError
 from ..ptx.ir import PredPair, Reg
 from .operands import Mods, operands, unsupported
-from .registry import provide, register
+from .registry import family, provide
+from .warpmask import sync_kind
 from .warp import elect
 
 U32 = np.uint32
@@ -71,7 +72,8 @@ def emit_elect(g, ins):
     g.write(ins, dp.q, f"{r}[1]", "pred", guard)
 
 
-register(emit_szext, "szext")
-register(emit_elect, "elect")
+FAMILY = family("electszext", __name__)
+FAMILY.declare("szext", emit=emit_szext)
+FAMILY.declare("elect", emit=emit_elect, warp_sync=sync_kind)
 
 __all__ = ["emit_elect", "emit_szext", "szext"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..ptx.errors import PtxError
 from ..ptx.ir import Instruction
 from .operands import Mods
-from .registry import register
+from .registry import family
 
 
 def emit_griddepcontrol(g, ins: Instruction) -> None:
@@ -27,6 +27,7 @@ def emit_griddepcontrol(g, ins: Instruction) -> None:
     g.guard(ins)
 
 
-register(emit_griddepcontrol, "griddepcontrol")
+FAMILY = family("griddep", __name__)
+FAMILY.declare("griddepcontrol", emit=emit_griddepcontrol)
 
 __all__ = ["emit_griddepcontrol"]

@@ -1,4 +1,7 @@
-"""Half precision: .f16, .f16x2, .bf16, .bf16x2 arithmetic, comparisons and conversions.
+"""Half precision: .f16, .f16x2, .bf16, .bf16x2 arithmetic (the half-type forms of
+arith.py's rows: add sub mul fma min max neg abs ex2 tanh, and min/max.xorsign.abs), and the
+widening and rounding every half-type emitter uses (half_compare_convert.py's setp, set, cvt
+and atomics too).
 
 Registers hold the raw 16-bit patterns (a pair packs the first element, `.x`, in the low
 half). Every operation widens its inputs exactly to float64, computes there (exactly, or
@@ -24,22 +27,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from .operands import Mods, ROUND_F, ROUND_I, operands, unsupported, view_dtype
-from .compare import CMP, UNORDERED, cmp_and_bool
+from .operands import Mods, ROUND_F, operands, unsupported
 from . import numerics
 from ..ptx.errors import PtxError
-from ..ptx.ir import TYPES, PredPair
-from .registry import provide, register
+from ..ptx.ir import TYPES
+from .registry import provide
 
 F16, F32, F64 = np.float16, np.float32, np.float64
 U16, U32, U64 = np.uint16, np.uint32, np.uint64
 CANON_NAN = U16(0x7FFF)
+SIGN, MAG = 0x8000, 0x7FFF
+INF = {"f16": 0x7C00, "bf16": 0x7F80}
+SUBNORMAL_BELOW = 0x0400                    # f16 magnitudes under this are subnormal (or 0)
 _F16_TINY = 2.0 ** -14
-_HALF = {"f16", "bf16"}
-_PAIR = {"f16x2", "bf16x2"}
+HALF_TYPES = {"f16", "bf16"}
+PAIR_TYPES = {"f16x2", "bf16x2"}
 
 
-def _elem(kind):
+def element_kind(kind):
     return kind[:-2] if kind.endswith("x2") else kind
 
 
@@ -226,14 +231,14 @@ provide(**{
 # --- emitters ----------------------------------------------------------------------------------
 
 
-def _half_type(ins):
+def half_type(ins):
     for m in ins.mods:
-        if m in _HALF | _PAIR:
+        if m in HALF_TYPES | PAIR_TYPES:
             return m
     return None
 
 
-def _reg_u(t):
+def storage_type(t):
     return f"u{TYPES[t][0] * 8}"
 
 
@@ -241,8 +246,8 @@ def emit_arith(g, ins):
     """add sub mul fma min max neg abs ex2 tanh on .f16/.f16x2/.bf16/.bf16x2."""
     op = ins.opcode
     m = Mods(ins)
-    t = m.one_type(_HALF | _PAIR)
-    kind = _elem(t)
+    t = m.one_type(HALF_TYPES | PAIR_TYPES)
+    kind = element_kind(t)
     rnd = m.take(*ROUND_F)
     ftz = bool(m.take("ftz"))
     sat = bool(m.take("sat"))
@@ -263,170 +268,73 @@ def emit_arith(g, ins):
     n_in = {"fma": 3, "neg": 1, "abs": 1, "ex2": 1, "tanh": 1}.get(op, 2)
     ops = operands(ins, n_in + 1)
     guard = g.guard(ins)
-    rt = _reg_u(t)
+    rt = storage_type(t)
     xs = [g.read(ins, o, rt) for o in ops[1:]]
     if op in ("neg", "abs"):
-        sign = 0x80008000 if t in _PAIR else 0x8000
+        sign = 0x80008000 if t in PAIR_TYPES else 0x8000
         k = g.const(numerics.UINT[TYPES[t][0]](sign))
         x = xs[0]
         if ftz:
-            x = f"_x2(_hop, ('max', 'f16', 'rn', True, False, False), {x}, {x})" if t in _PAIR \
+            x = f"_x2(_hop, ('max', 'f16', 'rn', True, False, False), {x}, {x})" if t in PAIR_TYPES \
                 else f"_hop('max', 'f16', 'rn', True, False, False, {x}, {x})"
         expr = f"({x} ^ {k})" if op == "neg" else f"({x} & ~{k})"
         g.write(ins, ops[0], expr, rt, guard)
         return
     name = op + (".NaN" if nan else "")
     args = f"({name!r}, {kind!r}, {(rnd or 'rn')!r}, {ftz}, {sat}, {relu})"
-    if t in _PAIR:
+    if t in PAIR_TYPES:
         expr = f"_x2(_hop, {args}, {', '.join(xs)})"
     else:
         expr = f"_hop(*{args}, {', '.join(xs)})"
     g.write(ins, ops[0], expr, rt, guard)
 
 
-def emit_setp(g, ins):
-    t = _half_type(ins)
+# --- min/max.xorsign.abs (sm_86+): the min/max of |a| and |b| with the sign bit sign(a) XOR
+# sign(b); NaN rules as plain min/max (one NaN: the other operand; both, or either with
+# .NaN: the canonical NaN 0x7FFF, no sign set). Magnitudes compare on their 15 low bits.
+
+def xorsign_half(op: str, kind: str, ftz: bool, nan: bool, a, b):
+    """min/max.xorsign.abs on the raw 16-bit values a, b (uint32 arrays, low 16 bits)."""
+    a, b = np.asarray(a, U32) & U32(0xFFFF), np.asarray(b, U32) & U32(0xFFFF)
+    sign = (a ^ b) & U32(SIGN)
+    ma, mb = a & U32(MAG), b & U32(MAG)
+    if ftz:                                 # .ftz (f16 only): subnormal inputs are zeros
+        ma = np.where(ma < U32(SUBNORMAL_BELOW), U32(0), ma)
+        mb = np.where(mb < U32(SUBNORMAL_BELOW), U32(0), mb)
+    na, nb = ma > U32(INF[kind]), mb > U32(INF[kind])
+    pick = np.minimum(ma, mb) if op == "min" else np.maximum(ma, mb)
+    r = np.where(na, mb, np.where(nb, ma, pick)) | sign
+    is_nan = (na & nb) | ((na | nb) & nan)
+    return np.where(is_nan, U32(0x7FFF), r).astype(U32)
+
+
+def xorsign(op: str, kind: str, pair: bool, ftz: bool, nan: bool, a, b):
+    if not pair:
+        return xorsign_half(op, kind, ftz, nan, a, b).astype(U16)
+    a, b = np.asarray(a, U32), np.asarray(b, U32)
+    lo = xorsign_half(op, kind, ftz, nan, a, b)
+    hi = xorsign_half(op, kind, ftz, nan, a >> U32(16), b >> U32(16))
+    return (lo | (hi << U32(16))).astype(U32)
+
+
+provide(_xorsign=xorsign)
+
+
+def emit_xorsign(g, ins):
     m = Mods(ins)
-    cmp, boolop, ftz = cmp_and_bool(ins, m)
-    m.one_type(_HALF | _PAIR)
+    m.take("xorsign")
+    if not m.take("abs"):
+        raise PtxError(ins.line, f".xorsign needs .abs: {ins.text}")
+    ftz, nan = bool(m.take("ftz")), bool(m.take("NaN"))
+    t = m.one_type({"f16", "f16x2", "bf16", "bf16x2"})
     m.done()
-    ops = ins.operands
-    if len(ops) != (4 if boolop else 3):
-        raise PtxError(ins.line, f"setp takes {4 if boolop else 3} operands: {ins.text}")
-    guard = g.guard(ins)
-    kind = _elem(t)
-    rt = _reg_u(t)
-    a, b = g.read(ins, ops[1], rt), g.read(ins, ops[2], rt)
-    dest = ops[0]
-    p, q = (dest.p, dest.q) if isinstance(dest, PredPair) else (dest, None)
-    if t in _PAIR:
-        ta, tb = g.fresh(), g.fresh()
-        g.emit(f"{ta} = _halves({a})")
-        g.emit(f"{tb} = _halves({b})")
-        pairs = [(f"{ta}[0]", f"{tb}[0]"), (f"{ta}[1]", f"{tb}[1]")]
-    else:
-        pairs = [(a, b)]
-    results = []
-    for x, y in pairs:
-        fx, fy = g.fresh(), g.fresh()
-        g.emit(f"{fx} = _h2f({x}, {kind!r}, {bool(ftz)})")
-        g.emit(f"{fy} = _h2f({y}, {kind!r}, {bool(ftz)})")
-        r = g.fresh()
-        g.emit(f"{r} = {_cmp_expr(ins, cmp, fx, fy)}")
-        results.append(r)
-    c = g.read(ins, ops[3], "pred") if boolop else None
-    sym = {"and": "&", "or": "|", "xor": "^"}.get(boolop)
-
-    def combine(r):
-        return f"({r} {sym} {c})" if boolop else r
-
-    if t in _PAIR:
-        g.write(ins, p, combine(results[0]), "pred", guard)
-        if q is not None:
-            g.write(ins, q, combine(results[1]), "pred", guard)
-    else:
-        g.write(ins, p, combine(results[0]), "pred", guard)
-        if q is not None:
-            g.write(ins, q, combine(f"(~{results[0]})"), "pred", guard)
+    kind, pair = t.removesuffix("x2"), t.endswith("x2")
+    if ftz and kind == "bf16":
+        raise PtxError(ins.line, f".ftz is not defined for {ins.opcode}.{t}: {ins.text}")
+    d, a, b = operands(ins, 3)
+    rt = "u32" if pair else "u16"
+    expr = (f"_xorsign({ins.opcode!r}, {kind!r}, {pair}, {ftz}, {nan}, "
+            f"{g.read(ins, a, rt)}, {g.read(ins, b, rt)})")
+    g.write(ins, d, expr, rt, g.guard(ins))
 
 
-def _cmp_expr(ins, cmp, x, y):
-    if cmp == "num":
-        return f"~(_isnan({x}) | _isnan({y}))"
-    if cmp == "nan":
-        return f"(_isnan({x}) | _isnan({y}))"
-    if cmp == "ne":
-        return f"(({x} != {y}) & ~(_isnan({x}) | _isnan({y})))"
-    if cmp in ("eq", "lt", "le", "gt", "ge"):
-        return f"({x} {CMP[cmp]} {y})"
-    if cmp in UNORDERED:
-        return f"(({x} {UNORDERED[cmp]} {y}) | _isnan({x}) | _isnan({y}))"
-    raise PtxError(ins.line, f"comparison .{cmp} is not defined for half types: {ins.text}")
-
-
-def emit_cvt(g, ins):
-    m = Mods(ins)
-    irnd = m.take(*ROUND_I)
-    frnd = m.take(*ROUND_F)
-    ftz = bool(m.take("ftz"))
-    sat = bool(m.take("sat"))
-    relu = bool(m.take("relu"))
-    satfinite = bool(m.take("satfinite"))
-    ts = m.types()
-    m.done()
-    if len(ts) != 2:
-        raise PtxError(ins.line, f"cvt needs a destination and a source type: {ins.text}")
-    dt, st = ts
-    if satfinite:
-        raise unsupported(ins, ".satfinite")
-    guard = g.guard(ins)
-    if dt in _PAIR:                                       # cvt.rn.f16x2.f32 d, a, b
-        if st != "f32":
-            raise unsupported(ins, f"cvt.{dt}.{st}")
-        if frnd is None:
-            raise PtxError(ins.line, f"cvt to .{dt} needs a rounding mode: {ins.text}")
-        d, a, b = operands(ins, 3)
-        expr = (f"_cvt_pair({g.read(ins, a, 'f32')}, {g.read(ins, b, 'f32')}, {_elem(dt)!r}, "
-                f"{frnd!r}, {relu}, {sat})")
-        g.write(ins, d, expr, "u32", guard)
-        return
-    if st in _PAIR:
-        raise unsupported(ins, f"cvt from .{st}")
-    d, a = operands(ins, 2)
-    ssize, skind = TYPES[st]
-    dsize, dkind = TYPES[dt]
-    if "pred" in (skind, dkind):
-        raise PtxError(ins.line, f"cvt does not take predicates: {ins.text}")
-    if dt in _HALF:
-        if st in _HALF:
-            if st == dt:
-                if irnd:                                   # cvt.rni.f16.f16: round to integral
-                    x = g.read(ins, a, "u16")
-                    expr = (f"_cvt_to_half(_round_integral(_h2f({x}, {st!r}, {ftz}), {irnd!r}), "
-                            f"{dt!r}, 'rn', False, {sat}, False, 'f64')")
-                    g.write(ins, d, expr, "u16", guard)
-                    return
-                if frnd:
-                    raise PtxError(ins.line, f"same-type cvt takes .rni/.rzi/.rmi/.rpi: {ins.text}")
-            mode = frnd or "rn"
-            x = g.read(ins, a, "u16")
-        else:
-            if irnd:
-                raise PtxError(ins.line, f"cvt to .{dt} takes .rn/.rz/.rm/.rp: {ins.text}")
-            if frnd is None:
-                raise PtxError(ins.line, f"cvt to .{dt} needs a rounding mode: {ins.text}")
-            mode = frnd
-            if skind == "b":
-                st = f"u{ssize * 8}"
-            x = g.read(ins, a, st)
-        expr = f"_cvt_to_half({x}, {dt!r}, {mode!r}, {ftz}, {sat}, {relu}, {st!r})"
-        g.write(ins, d, expr, "u16", guard)
-        return
-    # half source, wider destination
-    x = f"_h2f({g.read(ins, a, 'u16')}, {st!r}, {ftz and st == 'f16'})"
-    if dkind == "f":
-        if frnd or irnd:
-            if irnd:
-                x = f"_round_integral({x}, {irnd!r})"
-            elif dt == "f32" or dt == "f64":
-                raise PtxError(ins.line, f"widening cvt.{dt}.{st} takes no rounding mode: {ins.text}")
-        expr = f"{x}.astype(_F32)" if dt == "f32" else x
-        if ftz and dt == "f32":
-            expr = f"_flush({expr})"
-        if sat:
-            expr = f"_satf({expr})"
-        g.write(ins, d, expr, dt, guard)
-        return
-    if not irnd:
-        raise PtxError(ins.line, f"float->integer cvt needs .rni/.rzi/.rmi/.rpi: {ins.text}")
-    target = view_dtype(dt) if dkind != "b" else numerics.UINT[dsize]
-    expr = f"_float_to_int({x}, {irnd!r}, {g.const(target)})"
-    if dkind == "b":
-        dt = f"u{dsize * 8}"
-    g.write(ins, d, expr, dt, guard)
-
-
-_HALF_FORMS = ("f16", "bf16")          # the type families of registry.py
-register(emit_arith, "add", "sub", "mul", "fma", "min", "max", "neg", "abs", "ex2", "tanh", forms=_HALF_FORMS)
-register(emit_setp, "setp", forms=_HALF_FORMS)
-register(emit_cvt, "cvt", forms=_HALF_FORMS)

@@ -17,7 +17,7 @@ from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Reg
 from .calls import param_reg
-from .registry import provide, register
+from .registry import family, provide
 
 
 def _param(g, ins, sym, what: str) -> str:
@@ -44,8 +44,9 @@ def emit_free(g, ins):
     g.emit(f"_free(C, {p}, {guard if guard is not None else 'None'})")
 
 
-register(emit_malloc, "_malloc")
-register(emit_free, "_free")
+FAMILY = family("heap", __name__)
+FAMILY.declare("_malloc", emit=emit_malloc)
+FAMILY.declare("_free", emit=emit_free)
 
 
 def _lanes(C, guard) -> np.ndarray:
@@ -59,7 +60,7 @@ def _lanes(C, guard) -> np.ndarray:
 def malloc(C, size, guard):
     sizes = np.broadcast_to(np.asarray(size, np.uint64), (C.n,))
     out = np.zeros(C.n, np.uint64)
-    heap = getattr(C, "heap", None)          # None: the engine driven without a driver
+    heap = C.heap          # the context's (driver/limits.py); None: the engine driven without a driver
     if heap is not None:
         for lane in _lanes(C, guard):
             out[lane] = heap.malloc(int(sizes[lane]))
@@ -68,7 +69,7 @@ def malloc(C, size, guard):
 
 def free(C, ptr, guard):
     ptrs = np.broadcast_to(np.asarray(ptr, np.uint64), (C.n,))
-    heap = getattr(C, "heap", None)
+    heap = C.heap
     for lane in _lanes(C, guard):
         address = int(ptrs[lane])
         if address and (heap is None or not heap.free(address)):

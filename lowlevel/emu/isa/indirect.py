@@ -17,7 +17,7 @@ import numpy as np
 from ..engine.faults import KernelFault
 from ..ptx.ir import ArgList, Imm, Instruction, Reg, Sym
 from .operands import operands
-from .registry import provide, register
+from .registry import family, provide
 
 
 def _sizes(params) -> list:
@@ -84,7 +84,8 @@ def icall_fault(C, target, iid: int) -> None:
                       f"module, {who}")
 
 
-register(emit_invalid, "_icall_invalid")
+FAMILY = family("indirect", __name__)
+FAMILY.declare("_icall_invalid", emit=emit_invalid)
 provide(_icall_fault=icall_fault)
 
 __all__ = ["candidates", "choose", "icall_fault"]

@@ -30,7 +30,7 @@ import numpy as np
 from ..ptx.errors import PtxError
 from ..ptx.ir import Imm, Reg
 from .operands import Mods, needs_target, operands, unsupported
-from .registry import provide, register
+from .registry import provide
 
 F64 = np.float64
 # kind -> (exponent bits, mantissa bits, bias, largest finite value)
@@ -233,5 +233,3 @@ def emit_cvt_tf32(g, ins):
     g.write(ins, _register(g, ins, d, ('b32',), "d"), expr, "u32", g.guard(ins))
 
 
-register(emit_cvt_f8, "cvt", forms=("f8",))
-register(emit_cvt_tf32, "cvt", forms=("tf32",))

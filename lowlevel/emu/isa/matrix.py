@@ -21,43 +21,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.faults import KernelFault
+from .warpmask import converged
 from ..ptx.errors import PtxError
 from ..ptx.ir import Vec
 from . import mma_quadpair, mma_shapes
-from .memops import address, take_space
+from .addressing import address, take_space
 from .operands import Mods, operands, unsupported
-from .registry import provide, register
+from . import mma_sparse
+from .registry import ANY, SPARSE, TENSOR, family, provide
 
 WARP = 32
-
-
-def converged(C, what: str, text: str):
-    """The .aligned rule is per warp: every lane of each warp that executes the instruction
-    is here, converged. Warps that have left (a CTA- or warp-uniform early exit, as
-    persistent-CTA GEMMs do) take no part; a warp with only some of its lanes here (divergence
-    inside the warp, an exit of some lanes, a partial last warp) is refused, as the result
-    is undefined on a GPU. Returns the lanes that take part: None for all, else a bool
-    array over the current lanes (whole warps)."""
-    if C.lanes is not None:                 # divergent path: the gathered lanes, in order
-        lanes = C.lanes
-        rows = lanes.reshape(-1, WARP) if lanes.size % WARP == 0 else None
-        if rows is None or (rows[:, 0] % WARP).any() or (np.diff(rows, axis=1) != 1).any():
-            raise _not_converged(what, text)
-        return None
-    if C.active is None:
-        return None
-    per_warp = C.active.reshape(-1, WARP)
-    here = per_warp.any(axis=1)
-    if (per_warp.all(axis=1) != here).any():
-        raise _not_converged(what, text)
-    return C.active
-
-
-def _not_converged(what: str, text: str) -> KernelFault:
-    return KernelFault("CUDA_ERROR_LAUNCH_FAILED",
-                       f"{what} is warp-collective (.aligned): every lane of the warp must "
-                       f"execute it, converged ({text})")
 
 
 def ldmatrix(C, addrs, count: int, trans: bool, iid: int, text: str):
@@ -250,5 +223,6 @@ def emit_mma(g, ins):
         g.write(ins, e, f"{tmp}[{i}]", REG_TYPE[dtype], None)
 
 
-register(emit_ldmatrix, "ldmatrix")
-register(emit_mma, "mma")
+FAMILY = family("matrix", __name__)
+FAMILY.declare("ldmatrix", emit=emit_ldmatrix)
+FAMILY.declare("mma", emit={ANY: emit_mma, SPARSE: mma_sparse.emit_mma_sp}, pipe=TENSOR)

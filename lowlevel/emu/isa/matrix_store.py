@@ -16,10 +16,10 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import Vec
-from .matrix import converged
-from .memops import address, take_space
+from .warpmask import converged
+from .addressing import address, take_space
 from .operands import Mods, operands, unsupported
-from .registry import provide, register
+from .registry import family, provide
 
 WARP = 32
 
@@ -99,5 +99,6 @@ def emit_movmatrix(g, ins):
     g.write(ins, d, f"_movmatrix(C, {g.read(ins, a, 'u32')}, {ins.text!r})", "u32", None)
 
 
-register(emit_stmatrix, "stmatrix")
-register(emit_movmatrix, "movmatrix")
+FAMILY = family("matrix_store", __name__)
+FAMILY.declare("stmatrix", emit=emit_stmatrix)
+FAMILY.declare("movmatrix", emit=emit_movmatrix)

@@ -47,13 +47,14 @@ def _objects(C, generic, addr):
     if off % 8 or off + 8 > C.smem_window:
         return None
     key = (off, C.smem.size, C.smem_stride, C.padded, C.n)
-    cached = C.__dict__.get("mbar_objects")
+    state = C.mbarrier_state
+    cached = state.objects
     if cached is None or cached[0] != key:
         count = C.smem.size // C.smem_stride
         if count * C.padded != C.n:
             return None
         idx = (np.arange(count, dtype=np.int64) * C.smem_stride + off) >> 3
-        cached = C.mbar_objects = (key, idx)
+        cached = state.objects = (key, idx)
     return C.smem.view(_U64), cached[1]
 
 
@@ -85,7 +86,7 @@ def arrive(C, kind: str, generic, addr, b, nocomplete: bool, guard):
         # count): valid, of its phase. Register arrays are never written in place (the
         # scheduler copies before it scatters), so a wait handed this very array can
         # take both from here instead of testing 8192 states.
-        C.mbar_states = (states, (int(word[0]) >> 40) & 1)
+        C.mbarrier_state.states = (states, (int(word[0]) >> 40) & 1)
         return states
     # the tag of a valid object above a tx-count of 0 (bits 41-63), in one comparison
     if not (word >> _U64(41) == _U64(_TAGGED)).all():
@@ -124,10 +125,11 @@ def _arrive_one(word: int, n: int, c: int, drop: bool):
 def _rank_times(C, ctas: int, step: int):
     """Each lane's arrivals before it in its CTA, times `step` (uint64; every lane arrives)."""
     key = (ctas, C.padded, step)
-    cached = C.__dict__.get("mbar_rank_step")
+    state = C.mbarrier_state
+    cached = state.rank_step
     if cached is None or cached[0] != key:
         rank = np.tile(np.arange(C.padded, dtype=np.uint64), ctas) * _U64(step)
-        cached = C.mbar_rank_step = (key, rank)
+        cached = state.rank_step = (key, rank)
     return cached[1]
 
 
@@ -146,7 +148,8 @@ def wait(C, generic, addr, token, parity: bool, guard):
     over the lanes, or None where the exact path must decide (it also faults). Where every
     active lane's phase is over, done is one True for all and failed None: the branch on it
     stays scalar (the inactive lanes' values are never looked at)."""
-    if guard is not None or C.__dict__.get("bulk_land") is not None:
+    state = C.mbarrier_state
+    if guard is not None or state.landing:
         return None
     where = _objects(C, generic, addr)
     if where is None:
@@ -166,7 +169,7 @@ def wait(C, generic, addr, token, parity: bool, guard):
     if parity:
         mine = np.asarray(token, np.uint32) & np.uint32(1)
     else:
-        known = C.__dict__.get("mbar_states")
+        known = state.states
         if known is not None and known[0] is token and isinstance(phase, int):
             if known[1] != phase:
                 return np.True_, None

@@ -64,11 +64,11 @@ from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Addr, Imm, Reg, Sym
 from .addressing import SHARED_WINDOW, WINDOW_SPAN
-from .memops import address, take_space
+from .addressing import address, take_space
 from .operands import Mods, unsupported
 from . import mbarfast
 from .mbarstate import FIELD, STEPS, decode, encode, is_valid, phase_of, unpack
-from .registry import provide, register
+from .registry import LaunchState, family, provide
 
 _U64 = np.uint64
 _SCOPE_MODS = {"relaxed", "acquire", "release", "cta", "cluster"}
@@ -187,9 +187,8 @@ def mbar_wait(C, generic: bool, addr, token, parity: bool, iid: int, guard):
         phase_of_token = phase_of(token)
     done = np.broadcast_to(phase_of(words) != phase_of_token, (C.n,))
     failed = ~done if active is None else ~done & active
-    land = C.__dict__.get("bulk_land")         # bulk copies counted on it (bulkcopy.py)
-    if land is not None:
-        _land_bulk(C, land, off, ~failed if active is None else active & ~failed, iid)
+    if C.mbarrier_state.landing:                # bulk copies counted on it (bulkcopy.py)
+        _land_bulk(C, off, ~failed if active is None else active & ~failed, iid)
     if C.lanes is not None:                     # divergent path: failed lanes park
         C.wait_failed = failed
     elif guard is None and failed.any() and np.array_equal(failed, _all(C, active)):
@@ -197,11 +196,61 @@ def mbar_wait(C, generic: bool, addr, token, parity: bool, iid: int, guard):
     return done
 
 
-def _land_bulk(C, land, off, succeeded, iid) -> None:
+def _land_bulk(C, off, succeeded, iid) -> None:
     """Let the bulk copies counted on the barriers these waits saw complete land."""
     if succeeded.any():
         bars = C.window_index("shared", off[succeeded], 8, 1, iid, "load", succeeded, None)
-        land(C, bars)
+        _land(C, bars)
+
+
+def land_on_completion(C, bar, phases, dst, write) -> None:
+    """Writes that land when a wait sees the phase of their barrier over (cp.async.bulk,
+    st.async: complete_tx counted them): bar, phases, dst: the barrier byte index, its
+    phase when counted, and the destination byte index, per thread; write(C, dst, m) lands
+    the writes of the threads picked by mask m."""
+    state = C.mbarrier_state
+    state.landings.append((bar, phases, dst, write, np.ones(bar.size, bool)))
+    state.landing = True
+
+
+def _land(C, bars) -> None:
+    """Land the pending writes counted on barriers (byte indices `bars`) in a phase that
+    is over, in issue order."""
+    state = C.mbarrier_state
+    if not state.landings:
+        return
+    want = np.unique(np.asarray(bars, np.int64))
+    keep = []
+    for bar, phase, dst, write, left in state.landings:
+        lands = left & np.isin(bar, want)
+        if lands.any():             # the object's phase now, from its 8 bytes
+            words = C.smem[bar[lands][:, None] + np.arange(8)].view(np.uint64)[:, 0]
+            lands[lands] = decode(words)[3] != phase[lands]
+            if lands.any():
+                write(C, dst[lands], lands)
+                left = left & ~lands
+        if left.any():
+            keep.append((bar, phase, dst, write, left))
+    state.landings[:] = keep
+
+
+class MbarrierState(LaunchState):
+    """What the mbarrier instructions keep for a launch: the fast path's caches
+    (mbarfast.py: where each CTA's object is, each lane's arrivals before it, the states
+    the last converged arrive returned), and the writes waiting for a phase to complete
+    (`landings`, of the batch running; `landing`: some were counted in this launch, so
+    waits take the exact path that lands them)."""
+    __slots__ = ("objects", "rank_step", "states", "landing", "landings")
+
+    def __init__(self, launch) -> None:
+        self.objects = None         # (key, element index of the object in each CTA)
+        self.rank_step = None       # (key, each lane's arrivals before it, times a step)
+        self.states = None          # (states array, its phase)
+        self.landing = False
+        self.landings = []
+
+    def new_batch(self, launch) -> None:
+        self.landings = []
 
 
 def _all(C, active):
@@ -379,6 +428,7 @@ def emit_cp_async_arrive(g, ins, m) -> None:
            f"{guard if guard is not None else 'None'})")
 
 
-register(emit_mbarrier, "mbarrier")
+FAMILY = family("mbarrier", __name__, state=MbarrierState, parts=("mbarfast",))
+FAMILY.declare("mbarrier", emit=emit_mbarrier, waits=is_wait)
 
 __all__ = ["encode", "decode", "emit_mbarrier", "emit_cp_async_arrive", "mbar_update", "mbar_wait"]

@@ -25,9 +25,9 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import Addr, Imm, Instruction
-from .memops import address
+from .addressing import address
 from .operands import Mods
-from .registry import provide, register
+from .registry import family, provide
 
 _LINE = 128                     # the one size applypriority and discard take
 
@@ -140,10 +140,11 @@ def _line_size(ins: Instruction, size) -> None:
         raise PtxError(ins.line, f"{ins.opcode} takes a size of {_LINE}: {ins.text}")
 
 
-register(emit_prefetch, "prefetch", "prefetchu")
-register(emit_applypriority, "applypriority")
-register(emit_discard, "discard")
-register(emit_createpolicy, "createpolicy")
+FAMILY = family("memhints", __name__)
+FAMILY.declare("prefetch", "prefetchu", emit=emit_prefetch)
+FAMILY.declare("applypriority", emit=emit_applypriority)
+FAMILY.declare("discard", emit=emit_discard)
+FAMILY.declare("createpolicy", emit=emit_createpolicy)
 provide(_discard=discard)
 
 __all__ = ["emit_prefetch", "emit_applypriority", "emit_discard", "emit_createpolicy", "discard"]

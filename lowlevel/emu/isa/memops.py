@@ -1,6 +1,7 @@
 """Code generation for memory instructions in every state space, atomics and barriers.
 
-Registered into isa/registry.py:
+Declared in isa/registry.py (family memops; st, atom, red take the async and vector forms
+of asyncstore.py and vecatom.py too):
   ld / st       .global .const .shared .local .param(ld) and generic (no space); ldu as ld
   atom / red    .add .min .max .inc .dec .and .or .xor .exch .cas on global, shared,
                 generic (semantics/scope qualifiers accepted: everything is sequentially
@@ -17,8 +18,9 @@ Registered into isa/registry.py:
   ld/st/atom .shared::cluster: another CTA's shared memory (cluster.py's addresses)
   cp.async      asyncopy.py (the copy at issue time; commit/wait are no-ops)
   mov           of a variable name: its address in its own space (shared/local offset,
-                global address); of a function name: its address (ptx/functions.py)
-Addresses: see addressing.py for the windows.
+                global address); of a function name: its address (ptx/functions.py): a
+                form of convert.py's mov row
+Addresses: see addressing.py for the windows and the address operand.
 """
 from __future__ import annotations
 
@@ -26,12 +28,13 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
-from . import barred, cluster, halfmore, paramaddr
-from .addressing import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW
+from . import barred, cluster, half_compare_convert, paramaddr
+from .addressing import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, address, operands_less_policy, plus_offset, symbol, take_space
 from .operands import CACHE_MODS, Mods, operands, unsupported, view_name
-from .registry import SYMBOL, register
+from . import asyncstore, vecatom
+from .registry import ANY, ASYNC, MEMORY, VECTOR, family
+from .warpmask import sync_kind
 
-_U64_MASK = (1 << 64) - 1
 _SPACES = ("global", "param", "shared", "local", "const", "generic", "tex")
 _SEMANTICS = {"relaxed", "acquire", "release", "acq_rel", "sc", "weak", "volatile", "mmio",
               "cta", "gpu", "sys", "cluster"}
@@ -48,80 +51,7 @@ def after_barrier(ins: Instruction):
     return barred.follower(ins)
 
 
-# --- variables and addresses -----------------------------------------------------------
-
-def symbol(g, ins: Instruction, name: str):
-    """(expression, space) of variable `name`'s address in its own state space."""
-    ck = g.ck
-    lay = ck.layout
-    if name in lay.shared:
-        ck.uses_shared = True
-        return g.const(np.uint64(lay.shared[name])), "shared"
-    if name in lay.local:
-        ck.uses_local = True
-        return g.const(np.uint64(lay.local[name])), "local"
-    var = getattr(ck.kernel, "module_variables", {}).get(name)
-    if var is not None and var.space in ("global", "const"):
-        nsname = ck.global_names.get(name)
-        if nsname is None:
-            nsname = ck.global_names[name] = f"_GV{len(ck.global_names)}"
-            g.ns[nsname] = np.uint64(0)   # spaces.bind_symbols sets the address at load
-        return nsname, var.space
-    if any(p.name == name for p in ck.kernel.params):
-        raise unsupported(ins, f"the address of parameter {name}")
-    raise PtxError(ins.line, f"unknown variable {name!r}: {ins.text}")
-
-
-def _add(g, expr: str, offset: int) -> str:
-    if not offset:
-        return expr
-    return f"({expr} + {g.const(np.uint64(offset & _U64_MASK))})"
-
-
-def address(g, ins: Instruction, addr, space: str) -> str:
-    """Expression of the address operand `[...]` for an access in `space`."""
-    if not isinstance(addr, Addr):
-        raise PtxError(ins.line, f"expected an address [..]: {ins.text}")
-    if isinstance(addr.base, Sym):
-        expr, vspace = symbol(g, ins, addr.base.name)
-        if space == "shared::cluster" and vspace == "shared":
-            pass                       # the executing CTA's own variable (isa/cluster.py)
-        elif space == "generic":
-            if vspace == "shared":
-                expr = _add(g, expr, SHARED_WINDOW)
-            elif vspace == "local":
-                expr = _add(g, expr, LOCAL_WINDOW)
-        elif space == "const" and vspace == "global" or space == "global" and vspace == "const":
-            pass                       # both live in the arena
-        elif vspace != space:
-            raise PtxError(ins.line, f"{addr.base.name} is a .{vspace} variable, "
-                                     f"accessed as .{space}: {ins.text}")
-        return _add(g, expr, addr.offset)
-    if addr.base is None:
-        return g.const(np.uint64(addr.offset & _U64_MASK))
-    if space in ("shared", "shared::cluster"):
-        g.ck.uses_shared = True
-    elif space == "local":
-        g.ck.uses_local = True
-    return _add(g, g.read(ins, addr.base, "u64"), addr.offset)
-
-
 # --- ld / st -------------------------------------------------------------------------
-
-def take_space(ins: Instruction, m: Mods, *spaces, cluster_ok: bool = False) -> str | None:
-    """The state space among `spaces` that the instruction names, reading .shared::cta
-    as .shared (the CTA's own shared memory); .shared::cluster (distributed shared
-    memory, isa/cluster.py) only where `cluster_ok`."""
-    space = m.take(*spaces)
-    if "shared" in spaces:
-        for x in list(m.left):
-            if x.startswith("shared::"):
-                if x != "shared::cta" and not (cluster_ok and x == "shared::cluster"):
-                    raise unsupported(ins, f".{x}")
-                m.left.remove(x)
-                space = "shared" if x == "shared::cta" else x
-    return space
-
 
 def _memory_mods(ins: Instruction, m: Mods):
     space = take_space(ins, m, *_SPACES, cluster_ok=ins.opcode in ("ld", "st"))
@@ -138,19 +68,6 @@ def _memory_mods(ins: Instruction, m: Mods):
     if vec == "v8":
         raise unsupported(ins, ".v8 accesses")
     return space or "generic", int(vec[1:]) if vec else 1, t
-
-
-def operands_less_policy(g, ins: Instruction, least: int) -> list:
-    """The operands of a memory instruction without the cache-policy operand that
-    `.L2::cache_hint` appends (read, so that a bad one is refused, and otherwise ignored:
-    caches do not change results). `least`: how many operands come before the policy."""
-    ops = list(ins.operands)
-    if any(x.startswith("L2::cache_hint") for x in ins.mods):
-        if len(ops) <= least:
-            raise PtxError(ins.line, f"{ins.opcode} with .L2::cache_hint needs a cache policy "
-                                     f"operand: {ins.text}")
-        g.read(ins, ops.pop(), "b64")
-    return ops
 
 
 def _call(space: str, what: str) -> str:
@@ -224,7 +141,7 @@ def emit_ld(g, ins: Instruction) -> None:
 
 def _ld_param_through_register(g, ins, addr, dests, size, vec, raw_t, kind, t, guard):
     """ld.param [%rd+off]: %rd holds a parameter's address (mov %rd, param)."""
-    a = _add(g, g.read(ins, addr.base, "u64"), addr.offset)
+    a = plus_offset(g, g.read(ins, addr.base, "u64"), addr.offset)
     g.ns["_param_gather"] = paramaddr.param_gather
     ins_name = f"_param_ins{len(g.ns)}"      # a module-level name no temporary shadows
     g.ns[ins_name] = ins
@@ -298,8 +215,8 @@ def emit_atom(g, ins: Instruction) -> None:
     t = ts[0]
     op_expr = repr(op)
     if noftz:
-        # half-precision adds: a step function over the raw bits (halfmore.py)
-        step, t = halfmore.half_atomic(ins, op, t)
+        # half-precision adds: a step function over the raw bits (half_compare_convert.py)
+        step, t = half_compare_convert.half_atomic(ins, op, t)
         op_expr = f"_half_atom{len(g.ns)}"
         g.ns[op_expr] = step
     elif t not in _ATOM_TYPES[op]:
@@ -470,9 +387,11 @@ def _barrier_id_count(ins: Instruction, ops) -> tuple:
     return bid, count
 
 
-register(emit_ld, "ld", "ldu")        # ldu: a load of read-only data (.global or generic)
-register(emit_st, "st")
-register(emit_atom, "atom", "red")
-register(emit_cvta, "cvta")
-register(emit_mov_address, "mov", forms=(SYMBOL,))
-register(emit_bar, "bar", "barrier")
+FAMILY = family("memops", __name__)
+FAMILY.declare("ld", "ldu", emit=emit_ld, pipe=MEMORY)       # ldu: a load of read-only data (.global or generic)
+FAMILY.declare("st", emit={ANY: emit_st, ASYNC: asyncstore.emit_st_async}, pipe=MEMORY)
+FAMILY.declare("atom", emit={ANY: emit_atom, VECTOR: vecatom.emit_vector_atom}, pipe=MEMORY)
+FAMILY.declare("red", emit={ANY: emit_atom, VECTOR: vecatom.emit_vector_atom, ASYNC: asyncstore.emit_red_async},
+               pipe=MEMORY)
+FAMILY.declare("cvta", emit=emit_cvta)      # mov of a variable's address (emit_mov_address) is a form of convert.py's mov
+FAMILY.declare("bar", "barrier", emit=emit_bar, ends_block=ends_block, follows=barred.follower, warp_sync=sync_kind)

@@ -41,9 +41,9 @@ from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Imm, Reg, Vec
 from . import mma_shapes
-from .matrix import converged
+from .warpmask import converged
 from .operands import Mods, needs_target, operands, unsupported
-from .registry import SPARSE, provide, register
+from .registry import provide
 
 # (shape, family) -> how many threads of a quad give metadata
 FORMS = {("m16n8k16", "f16"): 1, ("m16n8k32", "f16"): 2, ("m16n8k16", "bf16"): 1, ("m16n8k32", "bf16"): 2,
@@ -210,4 +210,3 @@ def emit_mma_sp(g, ins):
         g.write(ins, x, f"{tmp}[{i}]", REG_TYPE[dtype], None)
 
 
-register(emit_mma_sp, "mma", forms=(SPARSE,))

@@ -26,7 +26,6 @@ def unsupported(ins: Instruction, why: str = "") -> PtxError:
     return PtxError(ins.line, f"{msg}: {ins.text}")
 
 
-
 class Mods:
     """The dotted modifiers of an instruction; `take` consumes the ones an emitter
     understands and `done` refuses anything left over."""
@@ -99,3 +98,18 @@ def view_dtype(ptype: str):
     if kind == "f":
         return numerics.FLOAT[size]
     return numerics.UINT[size]
+
+
+# --- comparisons (setp, set; their half-type forms too) ---------------------------------
+CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+        "lo": "<", "ls": "<=", "hi": ">", "hs": ">="}
+UNORDERED = {"equ": "==", "neu": "!=", "ltu": "<", "leu": "<=", "gtu": ">", "geu": ">="}
+
+
+def cmp_and_bool(ins, m):
+    cmp = m.take(*CMP, *UNORDERED, "num", "nan")
+    if cmp is None:
+        raise PtxError(ins.line, f"missing comparison operator: {ins.text}")
+    boolop = m.take("and", "or", "xor")
+    ftz = m.take("ftz")
+    return cmp, boolop, ftz

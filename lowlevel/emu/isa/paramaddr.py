@@ -24,6 +24,7 @@ import numpy as np
 from ..engine.faults import KernelFault
 from ..ptx.ir import Instruction
 from .addressing import PARAM_WINDOW
+from .registry import LaunchState, family
 
 PARAM_SPACE_BYTES = 32768       # sm_70+: up to 32764 bytes of kernel parameters
 _SHIFT = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4}
@@ -65,13 +66,23 @@ def param_gather(C, addrs, size: int, vec: int, dtype, guard, ins: Instruction):
 def _image(C):
     """The parameter space as generic loads read it: the launch's parameter bytes, then
     0xFF (what an ld.param past the last parameter reads) up to PARAM_SPACE_BYTES."""
-    img = C.__dict__.get("_param_image")
-    if img is None:
+    state = C.paramaddr_state
+    if state.image is None:
         img = np.full(PARAM_SPACE_BYTES, 0xFF, np.uint8)
         raw = np.frombuffer(bytes(C.params), np.uint8)[:PARAM_SPACE_BYTES]
         img[:raw.size] = raw
-        C.__dict__["_param_image"] = img
-    return img
+        state.image = img
+    return state.image
+
+
+class ParamImage(LaunchState):
+    """The parameter space of a launch as generic loads read it (made on the first)."""
+    __slots__ = ("image",)
+
+    def __init__(self, launch) -> None:
+        self.image = None
+
+
 
 
 def window_part(C, off, nbytes: int, size: int, iid: int, kind: str, active, sub):
@@ -93,3 +104,7 @@ def window_part(C, off, nbytes: int, size: int, iid: int, kind: str, active, sub
         fault("CUDA_ERROR_ILLEGAL_ADDRESS", "out-of-bounds", int(np.argmax(beyond)),
               f"the parameter space is {PARAM_SPACE_BYTES} bytes")
     return _image(C), off.astype(np.int64) >> _SHIFT[size]
+
+
+# its emitters write forms of memops.py's rows (mov of a parameter, ld.param through a register)
+FAMILY = family("paramaddr", __name__, state=ParamImage, hooks={"param_window": window_part})

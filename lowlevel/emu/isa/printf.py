@@ -15,7 +15,7 @@ import numpy as np
 from ..ptx.errors import PtxError
 from ..ptx.ir import Reg
 from .calls import param_reg
-from .registry import provide, register
+from .registry import family, provide
 
 
 def emit_vprintf(g, ins):
@@ -36,8 +36,8 @@ def emit_vprintf(g, ins):
         g.write(ins, Reg(param_reg(ret.name, 0)), r, "u64", guard)
 
 
-
-register(emit_vprintf, "_vprintf")
+FAMILY = family("printf", __name__)
+FAMILY.declare("_vprintf", emit=emit_vprintf)
 
 
 _SPEC = re.compile(r"%([-+ #0]*)(\*|\d+)?(?:\.(\*|\d*))?(hh|h|ll|l|L|q|j|z|t)?([diouxXeEfFgGaAcspn%])")
@@ -47,10 +47,7 @@ def _load(C, addr, size, iid, mask):
     """Values of `size` bytes at per-lane generic addresses (lanes where mask)."""
     n = C.n
     addr = np.broadcast_to(np.asarray(addr, np.uint64), (n,)).copy()
-    if hasattr(C, "load_space"):
-        v = C.load_space("generic", addr, size, 1, iid, mask)
-    else:
-        v = C.load(addr, size, 1, iid, mask)
+    v = C.load_space("generic", addr, size, 1, iid, mask)
     return np.broadcast_to(np.asarray(v), (n,))
 
 
@@ -137,7 +134,7 @@ def printf(C, fmt_addr, args_addr, iid, guard):
         for i in np.flatnonzero(group):
             texts[int(i)] = _lane_text(pieces, int(i))
     records = [texts[i] for i in sorted(texts)]
-    fifo = getattr(C, "printf_fifo", None)      # the context's printf FIFO (driver/limits.py)
+    fifo = C.printf_fifo      # the context's printf FIFO (driver/limits.py), or None
     C.stats.printed += "".join(records if fifo is None else fifo.take(records))
     return nargs
 

@@ -33,7 +33,7 @@ from ..engine.faults import KernelFault
 from ..ptx.ir import TYPES, Imm, Instruction, Reg, Sym, Variable
 from . import liveness
 from .operands import unsupported
-from .registry import provide, register
+from .registry import LaunchState, family, provide
 
 CALL_STACK_BYTES = 1024
 _WORD = 8
@@ -253,15 +253,28 @@ def _bits_type(g, name: str) -> str:
 
 def _stack(C, words: int):
     """The batch's call stacks (one row of saved words per lane), grown to hold `words`."""
-    if getattr(C, "call_stack_batch", None) != C.first_cta:
-        C.call_stack = np.zeros((C.n_lanes, 16), np.uint64)
-        C.call_sp = np.zeros(C.n_lanes, np.int64)          # words in use
-        C.call_used = np.zeros(C.n_lanes, np.int64)        # bytes of the stack limit in use
-        C.call_stack_batch = C.first_cta
-    if words > C.call_stack.shape[1]:
-        grown = np.zeros((C.n_lanes, max(words, 2 * C.call_stack.shape[1])), np.uint64)
-        grown[:, :C.call_stack.shape[1]] = C.call_stack
-        C.call_stack = grown
+    state = C.recursion_state
+    if state.stack is None:
+        state.stack = np.zeros((C.n_lanes, 16), np.uint64)
+        state.sp = np.zeros(C.n_lanes, np.int64)          # words in use
+        state.used = np.zeros(C.n_lanes, np.int64)        # bytes of the stack limit in use
+    if words > state.stack.shape[1]:
+        grown = np.zeros((C.n_lanes, max(words, 2 * state.stack.shape[1])), np.uint64)
+        grown[:, :state.stack.shape[1]] = state.stack
+        state.stack = grown
+    return state
+
+
+class CallStacks(LaunchState):
+    """The call stacks of the batch running (made on its first recursive call): the saved
+    words of each lane, how many are in use, and the bytes of the stack limit in use."""
+    __slots__ = ("stack", "sp", "used")
+
+    def __init__(self, launch) -> None:
+        self.new_batch(launch)
+
+    def new_batch(self, launch) -> None:
+        self.stack = self.sp = self.used = None
 
 
 def _current(C):
@@ -278,9 +291,9 @@ def push_frame(C, frame, values, iid: int) -> None:
     pick, lanes = _current(C)
     if lanes.size == 0:
         return
-    _stack(C, 0)
-    used = C.call_used[lanes] + frame.frame_bytes
-    limit = getattr(C, "stack_bytes", CALL_STACK_BYTES)     # the context's CU_LIMIT_STACK_SIZE
+    state = _stack(C, 0)
+    used = state.used[lanes] + frame.frame_bytes
+    limit = CALL_STACK_BYTES if C.stack_bytes is None else C.stack_bytes   # CU_LIMIT_STACK_SIZE
     if (used > limit).any():
         j = int(np.argmax(used > limit))
         ins = C.ck.instructions[iid]
@@ -290,14 +303,14 @@ def push_frame(C, frame, values, iid: int) -> None:
                           f"of {frame.frame_bytes} bytes exceeds the {limit}-byte "
                           f"per-thread stack, PTX line {ins.line}: {ins.text}")
     n = len(values)
-    sp = C.call_sp[lanes]
+    sp = state.sp[lanes]
     _stack(C, int(sp.max()) + n)
     if n:
         block = np.stack([np.broadcast_to(np.asarray(v).astype(np.uint64), (C.n,))[pick]
                           for v in values], axis=1)
-        C.call_stack[lanes[:, None], sp[:, None] + np.arange(n)] = block
-    C.call_sp[lanes] = sp + n
-    C.call_used[lanes] = used
+        state.stack[lanes[:, None], sp[:, None] + np.arange(n)] = block
+    state.sp[lanes] = sp + n
+    state.used[lanes] = used
 
 
 def pop_frame(C, frame, iid: int):
@@ -307,21 +320,22 @@ def pop_frame(C, frame, iid: int):
     pick, lanes = _current(C)
     if lanes.size == 0:
         return out
-    _stack(C, 0)
-    sp = C.call_sp[lanes] - n
+    state = _stack(C, 0)
+    sp = state.sp[lanes] - n
     if (sp < 0).any():
         ins = C.ck.instructions[iid]
         raise KernelFault("CUDA_ERROR_LAUNCH_FAILED", f"{C.name}: return of {frame.name!r} "
                                                       f"with an empty call stack, PTX line {ins.line}")
     if n:
-        out[:, pick] = C.call_stack[lanes[:, None], sp[:, None] + np.arange(n)].T
-    C.call_sp[lanes] = sp
-    C.call_used[lanes] -= frame.frame_bytes
+        out[:, pick] = state.stack[lanes[:, None], sp[:, None] + np.arange(n)].T
+    state.sp[lanes] = sp
+    state.used[lanes] -= frame.frame_bytes
     return out
 
 
-register(_emit_push, "_frame_push")
-register(_emit_pop, "_frame_pop")
+FAMILY = family("recursion", __name__, state=CallStacks)
+FAMILY.declare("_frame_push", emit=_emit_push)
+FAMILY.declare("_frame_pop", emit=_emit_pop)
 provide(_push_frame=push_frame, _pop_frame=pop_frame)
 
 __all__ = ["CALL_STACK_BYTES", "Subroutine", "call_site", "body_of", "tail", "finish_frame",

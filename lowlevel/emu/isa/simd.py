@@ -18,7 +18,7 @@ import numpy as np
 from ..ptx.errors import PtxError
 from ..ptx.ir import Reg
 from .operands import Mods, operands, unsupported
-from .registry import provide, register
+from .registry import family, provide
 
 VIDEO_OPS = ("vadd", "vsub", "vavrg", "vabsdiff", "vmin", "vmax")
 
@@ -149,6 +149,7 @@ def emit_bmsk(g, ins):
     g.write(ins, d, f"_bmsk({x}, {y}, {mode == 'wrap'})", "u32", g.guard(ins))
 
 
-register(emit_video, *(f"{op}{n}" for op in VIDEO_OPS for n in (2, 4)))
-register(emit_packed16, "add", "min", "max", forms=("i16x2",))
-register(emit_bmsk, "bmsk")
+# add/min/max.{s,u}16x2 (emit_packed16) are forms of arith.py's rows
+FAMILY = family("simd", __name__)
+FAMILY.declare(*(f"{op}{n}" for op in VIDEO_OPS for n in (2, 4)), emit=emit_video)
+FAMILY.declare("bmsk", emit=emit_bmsk)

@@ -20,9 +20,9 @@ import numpy as np
 from ..ptx.errors import PtxError
 from ..ptx.ir import Instruction
 from .addressing import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SPAN
-from .memops import symbol, take_space
+from .addressing import symbol, take_space
 from .operands import Mods, operands
-from .registry import provide, register
+from .registry import family, provide
 
 _SPACES = ("global", "shared", "local", "const", "param", "param::entry")
 
@@ -70,7 +70,8 @@ def in_ranges(x, starts, sizes):
     return hit
 
 
-register(emit_isspacep, "isspacep")
+FAMILY = family("spacep", __name__)
+FAMILY.declare("isspacep", emit=emit_isspacep)
 provide(_in_ranges=in_ranges)
 
 __all__ = ["emit_isspacep", "in_ranges"]

@@ -29,7 +29,7 @@ import numpy as np
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Reg
 from .addressing import RESERVED_OFFSETS, RESERVED_SHARED
-from .registry import provide, special_register
+from .registry import LaunchState, family, provide, special_register
 from .warp import current_lanes
 
 U32, U64 = np.uint32, np.uint64
@@ -61,11 +61,22 @@ def globaltimer():
 _gridids = itertools.count(1)
 
 
+class GridId(LaunchState):
+    """%gridid of a launch: numbered on its first read, unique in the process."""
+    __slots__ = ("gridid",)
+
+    def __init__(self, launch) -> None:
+        self.gridid = None
+
+
 def gridid(C):
-    v = C.__dict__.get("_emu_gridid")
-    if v is None:
-        v = C.__dict__["_emu_gridid"] = U64(next(_gridids))
-    return v
+    state = C.specials_state
+    if state.gridid is None:
+        state.gridid = U64(next(_gridids))
+    return state.gridid
+
+
+FAMILY = family("specials", __name__, state=GridId)      # special registers only, no opcodes
 
 
 def smid(C):

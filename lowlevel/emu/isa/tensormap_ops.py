@@ -24,9 +24,9 @@ import numpy as np
 from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Addr, Imm, Instruction
-from .memops import address
+from .addressing import address
 from .operands import Mods, needs_target, unsupported
-from .registry import provide, register
+from .registry import family, provide
 from .tensormap import FIELDS, MAP_ALIGN, MAP_BYTES
 
 _U64 = np.uint64
@@ -141,6 +141,8 @@ def tensormap_copy(C, dst, src, iid, guard) -> None:
 
 
 provide(_tensormap_replace=tensormap_replace, _tensormap_copy=tensormap_copy)
-register(emit_tensormap, "tensormap")
+# TYPED: the time model counts it as one integer operation (its .b32/.b64 type)
+FAMILY = family("tensormap_ops", __name__)
+FAMILY.declare("tensormap", emit=emit_tensormap)
 
 __all__ = ["emit_tensormap", "tensormap_replace", "tensormap_copy"]

@@ -28,7 +28,8 @@ on the shared address's bits, as the hardware does), so wgmma reads it back with
 The destination (source) in shared memory is 128-byte aligned (1024 with the 128B swizzle).
 
 A load counts the box's bytes on the mbarrier (complete_tx) and its bytes land when a wait sees
-that phase over (bulkcopy.complete_tx): a read before the wait sees the old contents. With
+that phase over (bulkcopy.complete_tx, through mbarrier.land_on_completion): a read before the
+wait sees the old contents. With
 .multicast::cluster the box goes to the same offset in each CTA whose bit is set in the 16-bit
 ctaMask, each counted on the mbarrier at the same offset in that CTA. A store or reduction
 reads shared memory and writes global memory when it issues (its bulk group completes at
@@ -53,9 +54,7 @@ from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Addr, Imm, Instruction, Reg, Sym, TensorAddr, Vec
 from . import bulkcopy, tensormap
-from .addressing import PARAM_WINDOW
-from .cluster import OFFSET_MASK, RANK_SHIFT
-from .memops import address, operands_less_policy
+from .addressing import OFFSET_MASK, PARAM_WINDOW, RANK_SHIFT, address, operands_less_policy
 from .operands import needs_target, unsupported
 from .paramaddr import parameter_offset
 from .registry import provide

@@ -12,7 +12,7 @@ operation (the vector as a whole is not one), on consecutive elements from `a`, 
 aligned to the whole vector's size (CUDA_ERROR_MISALIGNED_ADDRESS). Each element goes
 through the engine's atomics, so threads hitting the same element serialize in lane order
 as for scalar atomics; .f32 add rounds and flushes as the scalar atom.add.f32 on global
-memory does, the half types add as atom.add.noftz does (halfmore.py) and take the min/max as min/max
+memory does, the half types add as atom.add.noftz does (half_compare_convert.py) and take the min/max as min/max
 on half types do (a NaN loses to a number; sm_90 has no scalar form of those).
 """
 from __future__ import annotations
@@ -21,10 +21,10 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Instruction, Vec
-from . import halfmore
-from .memops import address, operands_less_policy, take_space
+from . import half_compare_convert
+from .addressing import address, operands_less_policy, take_space
 from .operands import Mods
-from .registry import VECTOR, provide, register
+from .registry import provide
 
 _ORDER = {"relaxed", "acquire", "release", "acq_rel", "sc", "cta", "gpu", "sys", "cluster"}
 _LENGTHS = {"f32": (2, 4), "f16": (2, 4, 8), "bf16": (2, 4, 8), "f16x2": (2, 4), "bf16x2": (2, 4)}
@@ -53,9 +53,9 @@ def emit_vector_atom(g, ins: Instruction) -> None:
         if not noftz:
             raise PtxError(ins.line, f"{ins.opcode}.{vec}.{t} needs .noftz: {ins.text}")
         if op in ("min", "max"):
-            step, raw = halfmore.half_minmax_step(op, t), halfmore.HALF_ATOMIC_TYPES[t]
+            step, raw = half_compare_convert.half_minmax_step(op, t), half_compare_convert.HALF_ATOMIC_TYPES[t]
         else:
-            step, raw = halfmore.half_atomic(ins, op, t)
+            step, raw = half_compare_convert.half_atomic(ins, op, t)
         op_expr = f"_vec_half_atom{len(g.ns)}"
         g.ns[op_expr] = step
     ops = operands_less_policy(g, ins, 2 if is_red else 3)
@@ -103,7 +103,6 @@ def vec_atom(C, space: str, addr, op, ptype: str, values, size: int, iid: int, g
     return olds if want_old else None
 
 
-register(emit_vector_atom, "atom", "red", forms=(VECTOR,))
 provide(_vec_atom=vec_atom)
 
 __all__ = ["emit_vector_atom", "vec_atom"]

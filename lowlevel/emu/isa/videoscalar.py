@@ -29,7 +29,7 @@ import numpy as np
 from ..ptx.errors import PtxError
 from ..ptx.ir import Reg
 from .operands import Mods, unsupported
-from .registry import provide, register
+from .registry import family, provide
 
 SELECTORS = {"b0": (0, 8), "b1": (8, 8), "b2": (16, 8), "b3": (24, 8), "h0": (0, 16), "h1": (16, 16)}
 ARITH = ("vadd", "vsub", "vabsdiff", "vmin", "vmax")
@@ -168,7 +168,8 @@ def emit_vset_simd(g, ins):
     g.write(ins, d, expr, "u32", g.guard(ins))
 
 
-register(emit_video_scalar, *ARITH, *SHIFTS, "vset")
-register(emit_vset_simd, "vset2", "vset4")
+FAMILY = family("videoscalar", __name__)
+FAMILY.declare(*ARITH, *SHIFTS, "vset", emit=emit_video_scalar)
+FAMILY.declare("vset2", "vset4", emit=emit_vset_simd)
 
 __all__ = ["emit_video_scalar", "emit_vset_simd", "part", "video_scalar", "vset_simd"]

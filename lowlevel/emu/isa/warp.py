@@ -31,8 +31,8 @@ import numpy as np
 from .operands import Mods, operands, unsupported
 from ..ptx.errors import PtxError
 from ..ptx.ir import PredPair
-from .registry import provide, register
-from .warpmask import check_members, current_lanes, participating, to_batch, words
+from .registry import family, provide
+from .warpmask import sync_kind, check_members, current_lanes, participating, to_batch, words
 
 WARP = 32
 U32, U64, I64 = np.uint32, np.uint64, np.int64
@@ -382,6 +382,8 @@ def emit_nanosleep(g, ins):
     g.guard(ins)
 
 
-for _opcode, _emitter in {"shfl": emit_shfl, "vote": emit_vote, "activemask": emit_activemask,
-                          "match": emit_match, "redux": emit_redux, "nanosleep": emit_nanosleep}.items():
-    register(_emitter, _opcode)
+FAMILY = family("warp", __name__)
+for _opcode, _emitter in {"shfl": emit_shfl, "vote": emit_vote, "match": emit_match, "redux": emit_redux}.items():
+    FAMILY.declare(_opcode, emit=_emitter, warp_sync=sync_kind)
+FAMILY.declare("activemask", emit=emit_activemask)
+FAMILY.declare("nanosleep", emit=emit_nanosleep)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.faults import KernelFault, WarpWait
+from ..engine.warpwait import live_lanes
 
 WARP = 32
 U32, I64 = np.uint32, np.int64
@@ -79,28 +80,6 @@ def words(bits):
     return np.packbits(bits.reshape(-1, WARP), axis=1, bitorder="little").view("<u4")[:, 0]
 
 
-def exiting(ck):
-    """bool per PC (exit_pc included, False): the block is an unguarded ret/exit, so a
-    lane there is as good as exited (on a GPU a warp instruction waiting for it sees it
-    exit)."""
-    table = ck.__dict__.get("_emu_exiting")
-    if table is None:
-        table = np.zeros(ck.exit_pc + 1, bool)
-        for blk in ck.blocks:
-            ins = blk.instructions
-            table[blk.index] = len(ins) == 1 and ins[0].opcode in ("ret", "exit") \
-                and ins[0].guard is None
-        ck.__dict__["_emu_exiting"] = table
-    return table
-
-
-def live_lanes(ck, pcs):
-    """bool per entry of `pcs` (divergent path): the lane has not exited, nor is about to
-    (an unguarded ret/exit)."""
-    exit_pc = ck.exit_pc
-    return (pcs != exit_pc) & ~exiting(ck)[np.minimum(pcs, exit_pc)]
-
-
 def check_members(C, what, mask, guard, iid, value=None):
     """The member-mask rule (module docstring): returns when the executing lanes may run
     the instruction now, raises WarpWait when (sm_70+, divergent path) some must wait for
@@ -111,7 +90,7 @@ def check_members(C, what, mask, guard, iid, value=None):
     same kind to read (engine/warpwait.py pairs them). Returns None, or the partners:
     (batch lanes, their values) of lanes paired with these at another instruction."""
     uniform = not isinstance(mask, np.ndarray)
-    pairs = getattr(C, "warp_pending", 0) > 0         # lanes paired across instructions
+    pairs = C.warp_pending > 0         # lanes paired across instructions
     if uniform and guard is None and C.lanes is None and int(mask) & _FULL_MASK == _FULL_MASK \
             and not pairs:
         return                  # converged, every live lane here, the full mask: nothing to check
@@ -136,7 +115,7 @@ def check_members(C, what, mask, guard, iid, value=None):
     own = exe & (((M >> _LANE32.astype(U32)) & U32(1)) == 0)
     off = words(live & here) & ~words(exe)             # per warp: gathered, predicated off
     away = words(live & ~here)                         # per warp: elsewhere in the kernel
-    independent = getattr(C.ck, "independent_threads", True)
+    independent = C.ck.independent_threads
     missing = np.where(exe, M & (off if independent else off | away)[:, None], U32(0))
     other = np.full(batch.shape, -1, I64)
     if not uniform:             # a lane named in the mask runs it with another mask
@@ -176,7 +155,7 @@ def _paired(C, batch, exe, here, away_named):
     of its group; the partners: (batch lanes of those groups not here, the values they
     left), or None). Paired lanes run now, and are marked as done with the pairing; the
     group's lanes that ran before, or exited since, still count with their values."""
-    pair = getattr(C, "warp_pair", None)
+    pair = C.warp_pair
     if pair is None:
         return np.zeros(batch.shape, bool), None
     group, pending, given = pair
@@ -228,5 +207,33 @@ def _refuse(C, what, iid, batch, M, own, missing, other, bad, independent):
         f"execute the same instruction with the same mask")
 
 
-__all__ = ["sync_kind", "current_lanes", "participating", "to_batch", "words", "exiting",
-           "live_lanes", "check_members", "DATA_OPS"]
+__all__ = ["sync_kind", "current_lanes", "participating", "to_batch", "words",
+           "check_members", "converged", "DATA_OPS"]
+
+
+def converged(C, what: str, text: str):
+    """The .aligned rule is per warp: every lane of each warp that executes the instruction
+    is here, converged. Warps that have left (a CTA- or warp-uniform early exit, as
+    persistent-CTA GEMMs do) take no part; a warp with only some of its lanes here (divergence
+    inside the warp, an exit of some lanes, a partial last warp) is refused, as the result
+    is undefined on a GPU. Returns the lanes that take part: None for all, else a bool
+    array over the current lanes (whole warps)."""
+    if C.lanes is not None:                 # divergent path: the gathered lanes, in order
+        lanes = C.lanes
+        rows = lanes.reshape(-1, WARP) if lanes.size % WARP == 0 else None
+        if rows is None or (rows[:, 0] % WARP).any() or (np.diff(rows, axis=1) != 1).any():
+            raise _not_converged(what, text)
+        return None
+    if C.active is None:
+        return None
+    per_warp = C.active.reshape(-1, WARP)
+    here = per_warp.any(axis=1)
+    if (per_warp.all(axis=1) != here).any():
+        raise _not_converged(what, text)
+    return C.active
+
+
+def _not_converged(what: str, text: str) -> KernelFault:
+    return KernelFault("CUDA_ERROR_LAUNCH_FAILED",
+                       f"{what} is warp-collective (.aligned): every lane of the warp must "
+                       f"execute it, converged ({text})")

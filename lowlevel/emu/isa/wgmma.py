@@ -30,7 +30,7 @@ from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Imm, Reg, Vec
 from . import wgmma_async, wgmma_shapes as shapes
 from .operands import Mods, needs_target, operands, unsupported
-from .registry import provide, register
+from .registry import TENSOR, family, provide
 from .wgmma_desc import read_matrix, uniform
 
 TYPE_NAMES = set(shapes.AB_TYPES) | {"f32", "s32"}
@@ -229,5 +229,9 @@ def mma(C, spec, d_vals, a, b_desc, scale_d, guard, iid: int):
     return out
 
 
-register(emit_wgmma, "wgmma")
 provide(_wgmma_mma=mma)
+# the family: wgmma_async.py is its part (the per-launch state, and the check the decoder
+# puts in front of other instructions); TENSOR: the time model counts 2mnk FLOPs per warpgroup
+FAMILY = family("wgmma", __name__, state=wgmma_async.WarpgroupState, parts=("wgmma_async",),
+                hooks={"before_emit": wgmma_async.watch_registers})
+FAMILY.declare("wgmma", emit=emit_wgmma, pipe=TENSOR)

@@ -25,9 +25,11 @@ that uses it as accumulator or A (and before the first mma_async of a warpgroup)
 mma_async whose registers were touched since the thread's last wgmma.fence (or that runs
 with no fence before it at all) faults naming the register.
 
-State is per thread of the batch (WarpgroupState); the registers it tracks are the ones some
-mma_async of the kernel uses (`tracked`), and the watcher puts a check in front of every
-other instruction that names one of them: kernels without wgmma pay nothing.
+State is per thread of the batch (WarpgroupState, the wgmma family's per-launch state,
+`C.wgmma_state`); the registers it tracks are the ones some mma_async of the kernel uses
+(`tracked`), and `watch_registers` (the family's before_emit hook, which the decoder calls
+before every emitter) puts a check in front of every other instruction that names one of
+them: kernels without wgmma pay nothing.
 """
 from __future__ import annotations
 
@@ -35,18 +37,27 @@ import numpy as np
 
 from ..engine.faults import KernelFault
 from ..ptx.ir import Addr, ArgList, PredPair, Reg, Vec
-from .registry import provide, watch
+from .registry import LaunchState, provide
 
 WARPGROUP = 128
 TRACKED = "_wgmma_tracked"          # the kernel namespace's {register name: index}
 FAULT = "CUDA_ERROR_ILLEGAL_INSTRUCTION"
 
 
-class WarpgroupState:
-    """The wgmma bookkeeping of one batch of CTAs, per thread of the batch."""
+class WarpgroupState(LaunchState):
+    """The wgmma bookkeeping of the batch of CTAs running, per thread of the batch (made on
+    the first wgmma instruction of the batch: `start`)."""
+    __slots__ = ("names", "committed", "retired", "busy", "dirty", "role", "issuer", "reads")
 
-    def __init__(self, batch: int, n_lanes: int, names: list[str]):
-        self.batch = batch
+    def __init__(self, launch) -> None:
+        self.new_batch(launch)
+
+    def new_batch(self, launch) -> None:
+        self.names = None               # no wgmma instruction ran in this batch yet
+        self.committed = self.retired = self.busy = self.dirty = None
+        self.role = self.issuer = self.reads = None
+
+    def start(self, n_lanes: int, names: list[str]) -> None:
         self.names = names
         self.committed = np.zeros(n_lanes, np.int64)    # groups closed by commit_group
         self.retired = np.zeros(n_lanes, np.int64)      # groups below this are complete
@@ -57,14 +68,13 @@ class WarpgroupState:
         self.role = [None] * len(names)                 # ("d", shape, types) or ("a",)
         self.issuer = [0] * len(names)                  # instruction id of that mma_async
         # the shared bytes pending mma_asyncs read: (first lanes, group, iid, indices, values)
-        self.reads: list = []
+        self.reads = []
 
 
 def state(C) -> WarpgroupState:
-    st = getattr(C, "wgmma_state", None)
-    if st is None or st.batch != C.first_cta:
-        names = list(C.ck.namespace.get(TRACKED, {}))
-        st = C.wgmma_state = WarpgroupState(C.first_cta, C.n_lanes, names)
+    st = C.wgmma_state
+    if st.names is None:
+        st.start(C.n_lanes, list(C.ck.namespace.get(TRACKED, {})))
     return st
 
 
@@ -210,7 +220,7 @@ def issue(C, lanes, d_idx: tuple, a_idx: tuple, role: tuple, iid: int) -> None:
             st.issuer[t] = iid
 
 
-# --- the watcher: checks in front of the other instructions ------------------------------
+# --- the before_emit hook: checks in front of the other instructions ------------------------
 
 
 def register_names(x) -> set[str]:
@@ -258,5 +268,4 @@ def watch_registers(g, ins) -> None:
         g.emit(f"_wgmma_touch(C, {tuple(hit)!r}, {guard if guard is not None else 'None'}, {iid})")
 
 
-watch(watch_registers)
 provide(_wgmma_touch=touch, _wgmma_fence=fence, _wgmma_commit=commit, _wgmma_wait=wait)

@@ -47,10 +47,10 @@ from ..engine.faults import KernelFault
 from ..ptx.errors import PtxError
 from ..ptx.ir import Vec
 from . import mma_shapes
-from .matrix import converged
-from .memops import address, take_space
+from .warpmask import converged
+from .addressing import address, take_space
 from .operands import Mods, operands, unsupported
-from .registry import provide, register
+from .registry import TENSOR, family, provide
 
 WARP = 32
 SHAPES = {"m16n16k16": ("f16", "bf16", "s8", "u8"), "m32n8k16": ("f16", "bf16", "s8", "u8"),
@@ -377,4 +377,5 @@ def emit_wmma(g, ins):
     emitter(g, ins)
 
 
-register(emit_wmma, "wmma")
+FAMILY = family("wmma", __name__)
+FAMILY.declare("wmma", emit=emit_wmma, pipe=TENSOR)

@@ -21,7 +21,8 @@ A duration is a Segment: seconds on one resource, using a share of it.
               (2N bytes of HBM traffic); memsets write N bytes.
     host      a host function (cuLaunchHostFunc): the real time it took.
 
-Counting a kernel's instructions by class: the engine counts, per basic block, the lanes
+Counting a kernel's instructions by class (the pipe each family declares for its opcodes in
+isa/registry.py; TYPED ones by their type): the engine counts, per basic block, the lanes
 that executed it (LaunchStats.block_lanes); each block's classes and global bytes come from
 its PTX, once per kernel. Bytes are counted per thread (as if coalesced, with no reuse).
 """
@@ -32,6 +33,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ..isa.registry import INTEGER, MEMORY, SFU, TENSOR, pipe_of
 from .base import Tool
 from .h200 import H200, DeviceFigures
 
@@ -147,9 +149,10 @@ def gemm_segment(m: int, n: int, k: int, batch: int, math: str, in_bytes: int, o
 
 
 # ---- kernels ---------------------------------------------------------------------------------
-_SFU = {"ex2", "lg2", "sin", "cos", "rsqrt", "rcp", "sqrt", "tanh"}
-_MEMORY = {"ld", "st", "atom", "red", "ldu", "cp"}
+# an instruction's pipe class is its family's declaration (isa/registry.py: pipe=...)
 _SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
+_NOT_GLOBAL = {"shared", "local", "param", "const"}
+_FP32_TYPES = {"f32", "f16", "bf16", "f16x2", "bf16x2"}
 
 
 @dataclass
@@ -191,11 +194,12 @@ def tensor_rate(mods, dev: DeviceFigures = H200) -> float:
 
 def instruction_mix(instructions) -> Mix:
     """What one thread running `instructions` (PTX Instruction objects: opcode, mods) once
-    does."""
+    does, each counted on the pipe its family declares."""
     mix = Mix()
     for ins in instructions:
         op, mods = ins.opcode, ins.mods
-        if op in ("mma", "wmma", "wgmma"):
+        pipe = pipe_of(ins)
+        if pipe == TENSOR:
             shape = next((_SHAPE.fullmatch(m) for m in mods if _SHAPE.fullmatch(m)), None)
             if shape:
                 mm, nn, kk = map(int, shape.groups())
@@ -203,15 +207,15 @@ def instruction_mix(instructions) -> Mix:
                 flops = 2.0 * mm * nn * kk / threads
                 mix.tensor_flops += flops
                 mix.tensor_seconds += flops / tensor_rate(mods)
-        elif op in _MEMORY and ("global" in mods or not ({"shared", "local", "param", "const"} & set(mods))):
+        elif pipe == MEMORY and ("global" in mods or not _NOT_GLOBAL.intersection(mods)):
             mix.global_bytes += _type_bytes(mods) * _vector(mods)
-        elif op in _MEMORY or op == "mov":      # shared, local, param: the load/store unit; moves
+        elif pipe in (MEMORY, INTEGER):     # shared, local, param: the load/store unit; moves
             mix.integer += 1
-        elif op in _SFU or "approx" in mods and op in ("div",):
+        elif pipe == SFU:
             mix.sfu += 1
         elif "f64" in mods:
             mix.fp64 += 1
-        elif {"f32", "f16", "bf16", "f16x2", "bf16x2"} & set(mods):
+        elif _FP32_TYPES.intersection(mods):
             mix.fp32 += 1
         else:
             mix.integer += 1

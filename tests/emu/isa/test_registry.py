@@ -1,9 +1,9 @@
-"""The one instruction registry (lowlevel/emu/isa/registry.py): an emitter per (opcode, form),
-each key registered once (so no registration can depend on the order the families are
-imported in), looked up by the instruction's own forms first."""
+"""The one instruction registry (lowlevel/emu/isa/registry.py): one row per opcode, declared
+by one family, its emitters by form; each opcode declared once (so no declaration can depend
+on the order the families are imported in), looked up by the instruction's own forms first."""
 import pytest
 
-from lowlevel.emu.isa import arith, bits, carry, convert, half, memops, registry
+from lowlevel.emu.isa import arith, bits, carry, convert, half, half_compare_convert, memops, registry
 from lowlevel.emu.ptx.ir import Imm, Instruction, Reg, Sym
 
 
@@ -20,8 +20,8 @@ def ins(text: str, operands) -> Instruction:
     ("add.cc.f16", [Reg("%h1"), Reg("%h2"), Reg("%h3")], half.emit_arith),     # refuses .cc by name
     ("addc.u32", [Reg("%r1"), Reg("%r2"), Reg("%r3")], carry.emit_carry),
     ("mad.cc.lo.u32", [Reg("%r1"), Reg("%r2"), Reg("%r3"), Reg("%r4")], carry.emit_carry),
-    ("setp.lt.f16", [Reg("%p1"), Reg("%h1"), Reg("%h2")], half.emit_setp),
-    ("cvt.f32.bf16", [Reg("%f1"), Reg("%h1")], half.emit_cvt),
+    ("setp.lt.f16", [Reg("%p1"), Reg("%h1"), Reg("%h2")], half_compare_convert.emit_setp),
+    ("cvt.f32.bf16", [Reg("%f1"), Reg("%h1")], half_compare_convert.emit_cvt),
     ("cvt.f32.s32", [Reg("%f1"), Reg("%r1")], convert.emit_cvt),
     ("mov.u64", [Reg("%rd1"), Sym("buffer")], memops.emit_mov_address),
     ("mov.u64", [Reg("%rd1"), Reg("%rd2")], convert.emit_mov),
@@ -35,11 +35,13 @@ def test_an_opcode_no_family_knows_has_no_emitter():
     assert registry.lookup(ins("tex.2d.v4.f32.f32", [Reg("%f1")])) is None
 
 
-def test_a_key_registered_twice_is_an_error():
-    with pytest.raises(RuntimeError, match="two emitters for .'add', 'f16'."):
-        registry.register(lambda g, i: None, "add", forms=("f16",))
+def test_an_opcode_declared_twice_is_an_error():
+    fam = registry.Family("test_family", "test_registry")
+    with pytest.raises(RuntimeError, match="opcode add declared twice: by family arith and family test_family"):
+        fam.declare("add", emit=lambda g, i: None, forms=("f16",))
+    with pytest.raises(ValueError, match="unknown pipe class"):
+        fam.declare("not_an_opcode", emit=lambda g, i: None, pipe="fp128")
     with pytest.raises(RuntimeError, match="provided twice"):
         registry.provide(_popc=len)
     with pytest.raises(RuntimeError, match="registered twice"):
         registry.special_register("%clock", lambda g, i, t: "")
-
