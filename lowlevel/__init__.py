@@ -25,8 +25,9 @@ __version__ = LOWLEVEL_VERSION
 from . import backends  # noqa: E402,F401  (registers the CPU and CUDA kernels)
 from .backends import ptx as kernels  # noqa: E402,F401
 from .dispatch import explain, profile  # noqa: E402
-from .frontend.creation import (arange, empty, full, manual_seed, ones, rand, randn, tensor,  # noqa: E402
-                                zeros)
+from .frontend.creation import arange, empty, full, ones, tensor, zeros  # noqa: E402
+from .frontend.random import (Generator, initial_seed, manual_seed, rand, rand_like, randint, randint_like,  # noqa: E402
+                              randn, randn_like)
 from .frontend.autograd import enable_grad, is_grad_enabled, no_grad  # noqa: E402
 from .frontend.device import Device  # noqa: E402
 from .frontend.dtypes import bfloat16, float16, float32, float64, int32, int64  # noqa: E402
@@ -48,4 +49,5 @@ __all__ = [
     "float32", "float64", "from_dlpack", "full", "ge", "gt", "int32", "int64", "is_grad_enabled", "kernels", "le",
     "lt", "manual_seed", "matmul", "max", "maximum", "mean", "mul", "ne", "neg", "no_grad", "ones", "profile", "rand", "randn",
     "relu", "softmax", "sub", "sum", "Tensor", "tensor", "where", "zeros",
+    "Generator", "initial_seed", "rand_like", "randint", "randint_like", "randn_like",
 ]

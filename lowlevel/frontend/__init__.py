@@ -4,7 +4,8 @@
     device.py     Device("cpu" | "cuda" | "cuda:1" | a user backend's device type)
     shapes.py     strides, -1 inference and broadcasting, shared with the backends
     tensor.py     Tensor (shape, strides, offset, dtype, device over a Storage) and its views
-    creation.py   empty, zeros, ones, full, arange, rand, randn, manual_seed, tensor()
+    creation.py   empty, zeros, ones, full, arange, tensor()
+    random.py     rand, randn, randint (and *_like), manual_seed, Generator: Philox on the device
     ops.py        validate shapes, devices and dtypes, then hand the call to the dispatcher;
                   attaches the ops to Tensor as its operators and methods
     fast_ops.py   the element-wise ops' common cases, checked and dispatched in one frame
@@ -19,5 +20,5 @@
 Nothing here calls ctypes or knows a kernel: ops go through lowlevel.dispatch, and the
 backends (lowlevel.backends, above this layer) register the kernels.
 """
-from . import (autograd, creation, device, dtypes, fast_ops, inplace, interop, joining, ops, shapes,  # noqa: F401  (they attach Tensor methods)
+from . import (autograd, creation, device, dtypes, fast_ops, inplace, interop, joining, ops, random, shapes,  # noqa: F401,E501  (they attach Tensor methods)
                tensor)

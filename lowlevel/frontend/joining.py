@@ -152,10 +152,13 @@ def _size(op: str, name: str, n) -> int:
 
 
 def eye(n, m=None, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
-    """The n x m identity (m defaults to n)."""
+    """The n x m identity (m defaults to n): zeros, then ones written along the diagonal (a
+    view with stride m + 1), both on the tensor's device."""
     n = _size("eye", "n", n)
     m = n if m is None else _size("eye", "m", m)
-    t = from_numpy_values(np.eye(n, m), as_dtype(dtype), device)
+    t = full((n, m), 0, dtype=as_dtype(dtype), device=device)
+    if n and m:
+        t.reshape(-1)[::m + 1][:min(n, m)].fill_(1)
     return t.requires_grad_(True) if requires_grad else t
 
 
