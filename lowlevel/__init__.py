@@ -33,7 +33,7 @@ from .frontend.device import Device  # noqa: E402
 from .frontend.dtypes import bfloat16, float16, float32, float64, int32, int64  # noqa: E402
 from .frontend.dtypes import bool_ as bool  # noqa: E402,A001
 from .frontend.interop import from_dlpack  # noqa: E402
-from .frontend.joining import (cat, empty_like, eye, flatten, from_numpy, linspace, ones_like, squeeze,  # noqa: E402
+from .frontend.joining import (cat, empty_like, eye, flatten, from_numpy, full_like, linspace, ones_like, squeeze,  # noqa: E402
                                stack, unsqueeze, zeros_like)
 from .frontend.ops import (abs, add, all, any, argmax, argmin, clamp, div, eq, exp, expm1, ge, gt, le,  # noqa: E402,A004
                            log, log1p, lt, masked_select, matmul, max, maximum, mean, min, minimum, mul, ne, neg,
@@ -49,5 +49,5 @@ __all__ = [
     "float32", "float64", "from_dlpack", "full", "ge", "gt", "int32", "int64", "is_grad_enabled", "kernels", "le",
     "lt", "manual_seed", "matmul", "max", "maximum", "mean", "mul", "ne", "neg", "no_grad", "ones", "profile", "rand", "randn",
     "relu", "softmax", "sub", "sum", "Tensor", "tensor", "where", "zeros",
-    "Generator", "initial_seed", "rand_like", "randint", "randint_like", "randn_like",
+    "full_like", "Generator", "initial_seed", "rand_like", "randint", "randint_like", "randn_like",
 ]
