@@ -35,9 +35,14 @@ from .frontend.dtypes import bool_ as bool  # noqa: E402,A001
 from .frontend.interop import from_dlpack  # noqa: E402
 from .frontend.joining import (cat, empty_like, eye, flatten, from_numpy, full_like, linspace, ones_like, squeeze,  # noqa: E402
                                stack, unsqueeze, zeros_like)
-from .frontend.ops import (abs, add, all, any, argmax, argmin, clamp, div, eq, exp, expm1, ge, gt, le,  # noqa: E402,A004
+from .frontend.ops import (abs, all, any, argmax, argmin, clamp, eq, exp, expm1, ge, gt, le,  # noqa: E402,A004
                            log, log1p, lt, masked_select, matmul, max, maximum, mean, min, minimum, mul, ne, neg,
-                           pow, relu, rsqrt, sigmoid, softmax, sqrt, sub, sum, tanh, where)
+                           pow, relu, rsqrt, sigmoid, softmax, sqrt, sum, tanh, where)
+from .frontend.math_ops import (allclose, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, bmm, ceil, cos,  # noqa: E402,A004
+                                equal, exp2, floor, isclose, isfinite, isinf, isnan, log2, log10, log_softmax,
+                                logical_and, logical_not, logical_or, logical_xor, mm, reciprocal, round, sign, sin,
+                                square, trunc)
+from .frontend.methods import add, chunk, div, narrow, split, sub  # noqa: E402
 from .frontend.tensor import Tensor  # noqa: E402
 
 __all__ = [
@@ -49,5 +54,9 @@ __all__ = [
     "float32", "float64", "from_dlpack", "full", "ge", "gt", "int32", "int64", "is_grad_enabled", "kernels", "le",
     "lt", "manual_seed", "matmul", "max", "maximum", "mean", "mul", "ne", "neg", "no_grad", "ones", "profile", "rand", "randn",
     "relu", "softmax", "sub", "sum", "Tensor", "tensor", "where", "zeros",
+    "allclose", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "bmm", "ceil", "chunk", "cos", "equal",
+    "exp2", "floor", "isclose", "isfinite", "isinf", "isnan", "log2", "log10", "log_softmax", "logical_and",
+    "logical_not", "logical_or", "logical_xor", "mm", "narrow", "reciprocal", "round", "sign", "sin", "split",
+    "square", "trunc",
     "full_like", "Generator", "initial_seed", "rand_like", "randint", "randint_like", "randn_like",
 ]

@@ -13,6 +13,11 @@
     inplace.py    copy_, fill_, zero_, add_ ... div_, +=, and t[index] = value
     joining.py    unsqueeze, squeeze, flatten, cat, stack, *_like, eye, linspace, from_numpy,
                   half/float/double, float(t) and int(t)
+    math_ops.py   sin cos floor ... log_softmax, isnan, logical_*, bitwise_*, isclose, mm, bmm,
+                  matmul with broadcast batch dimensions: kernels, or decompositions
+    methods.py    the Tensor methods and operators PyTorch users expect beside those: .long()
+                  .t() .stride() .add(alpha=) & | ^ ~ 2 ** x chunk split relu_ retain_grad to(...)
+    formatting.py repr() of a tensor as PyTorch prints it
     interop.py    DLPack (__dlpack__, from_dlpack) and __cuda_array_interface__
     autograd/     requires_grad, backward, no_grad: the Autograd dispatch key's kernel and
                   the backward formulas (written with the ops above)
@@ -20,5 +25,5 @@
 Nothing here calls ctypes or knows a kernel: ops go through lowlevel.dispatch, and the
 backends (lowlevel.backends, above this layer) register the kernels.
 """
-from . import (autograd, creation, device, dtypes, fast_ops, inplace, interop, joining, ops, random, shapes,  # noqa: F401,E501  (they attach Tensor methods)
-               tensor)
+from . import (autograd, creation, device, dtypes, fast_ops, formatting, inplace, interop, joining, math_ops,  # noqa: F401  (they attach Tensor methods)
+               methods, ops, random, shapes, tensor)

@@ -11,6 +11,7 @@
     dtype_reductions.py  the other dtypes' reductions and softmax, argmax, argmin
     broadcast.py     the shape and strides two operands broadcast to, for the kernels' stride arguments
     fill.py          zeros ones full on the device: memsets, or fill_u16 / fill_u64 of ptx/fill.ptx
+    math_more.py     sin cos floor ceil round trunc, bitwise and or xor not (ptx/math_more.ptx)
     random.py        rand randn randint on the device: Philox4x32-10 (ptx/philox.ptx)
     masks.py         t[mask] (masked_select) and its gradient's scatter
     matmul.py        matmul on cuBLAS (float32, float64, float16, bfloat16)
@@ -27,7 +28,7 @@ handwritten kernels of ptx/ instead of cuBLAS.
 import sys
 import types
 
-from . import compare, dtype_reductions, elementwise, fill, layout, masks, matmul, random, reductions  # noqa: F401  (each registers its kernels)
+from . import compare, dtype_reductions, elementwise, fill, layout, masks, math_more, matmul, random, reductions  # noqa: F401,E501  (each registers its kernels)
 from .matmul_ptx import matmul_library  # noqa: F401  (lowlevel.backends.cuda.matmul_library)
 
 

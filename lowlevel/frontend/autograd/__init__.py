@@ -5,6 +5,7 @@ and running their backward formulas.
     graph.py      Node, saved tensors with version checks, AccumulateGrad, the backward pass
     formulas.py   one backward formula per differentiable op, written with the frontend ops
     formulas_math.py  those of sqrt ... sigmoid, abs, minimum, pow, t[mask]
+    formulas_more.py  those of math_ops.py's kernels: sin, cos, floor ceil round trunc
     record.py     the Autograd dispatch key's kernel (a fallback for every op), the view
                   hook, the in-place hooks, and Tensor.backward / detach / requires_grad_
     views.py      in-place ops on views: the base's CopySlices node, stale views made again
