@@ -115,10 +115,10 @@ def _decomposed(op: str, fn):
 
 
 def _sign(x):
-    """-1, 0 or 1 by the sign of x (0 for +-0; NaN stays NaN, as in PyTorch)."""
+    """-1, 0 or 1 by the sign of x (0 for +-0 and for NaN, as in PyTorch)."""
     if x.dtype is dt.bool_:
         return ops.clone(x)
-    zero = x * 0                          # 0 where x is finite, NaN where x is NaN
+    zero = full_like(x, 0)
     return ops.where(x > 0, 1, ops.where(x < 0, -1, zero))
 
 
