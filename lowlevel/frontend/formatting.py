@@ -36,10 +36,7 @@ class _Formatter:
         self.int_mode = bool(np.all(finite == np.ceil(finite)))
         if nonzero.size:
             low, high = nonzero.min(), nonzero.max()
-            if self.int_mode:
-                self.sci_mode = high > 1e8
-            else:
-                self.sci_mode = high / low > 1000.0 or high > 1e8 or low < 1e-4
+            self.sci_mode = high / low > 1000.0 or high > 1e8 or (low < 1e-4 and not self.int_mode)
         # the width of the nonzero finite values only: a nan, inf or 0 wider than them sticks out
         self.width = max((len(self.text(v)) for v in signed), default=1)
 
