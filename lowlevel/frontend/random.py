@@ -67,7 +67,7 @@ def initial_seed() -> int:
     return default_generator.seed
 
 
-def _new(shape, dtype, device, natural):
+def _new(shape, device, natural):
     """An uninitialised tensor of `natural` (the dtype the kernels draw) on device."""
     return empty(tuple(shape_args(shape)), dtype=natural, device=device)
 
@@ -97,7 +97,7 @@ def rand(*shape, dtype=dt.float32, device="cpu", generator=None, requires_grad=F
     if not dtype.is_float:
         raise TypeError(f"rand: needs a floating-point dtype, got {dtype.name}")
     natural = dt.float64 if dtype is dt.float64 else dt.float32
-    t = _draw("random_uniform", _new(shape, dtype, device, natural), _BITS.get(dtype.name, 24), generator=generator)
+    t = _draw("random_uniform", _new(shape, device, natural), _BITS.get(dtype.name, 24), generator=generator)
     return _finish(t, dtype, requires_grad)
 
 
@@ -109,7 +109,7 @@ def randn(*shape, dtype=dt.float32, device="cpu", generator=None, requires_grad=
         return _numpy_generator(generator, lambda g: g.standard_normal, shape, dtype, device, requires_grad)
     if not dtype.is_float:
         raise TypeError(f"randn: needs a floating-point dtype, got {dtype.name}")
-    t = _draw("random_normal", _new(shape, dtype, device, dt.float32), generator=generator)
+    t = _draw("random_normal", _new(shape, device, dt.float32), generator=generator)
     return _finish(t, dtype, requires_grad)
 
 
@@ -132,7 +132,7 @@ def randint(low, high=None, size=None, *, dtype=dt.int64, device="cpu", generato
     span = high - low
     if span > 1 << 64:
         raise ValueError(f"randint: the range [{low}, {high}) is wider than 2^64")
-    t = _draw("random_integers", _new(size, dtype, device, dt.int64), low, span, generator=generator)
+    t = _draw("random_integers", _new(size, device, dt.int64), low, span, generator=generator)
     return _finish(t, dtype, requires_grad)
 
 
