@@ -164,7 +164,7 @@ def _log_softmax(x, dim=-1):
     if x.shape[dim] == 0:
         return ops.clone(x)
     # the shift: a constant per row for the gradient (it cancels), so taken without history
-    shift = dispatch("max", x.detach(), dim=dim, keepdim=True)
+    shift = call("max", x.detach(), dim=dim, keepdim=True)
     shift = ops.where(shift.eq(shift) & (shift.abs() < math.inf), shift, 0.0)     # an inf or NaN row: no shift
     shifted = x - shift
     return shifted - ops.log(ops.sum(ops.exp(shifted), dim, keepdim=True))
