@@ -74,9 +74,13 @@ def _bitwise(op: str, a, b) -> Tensor:
             raise TypeError(f"{op}: is only defined for bool and integer tensors, got {_describe(x)}")
         if not isinstance(x, (Tensor, bool, int)):
             raise TypeError(f"{op}: cannot combine a tensor with {type(x).__name__}")
+    if like.dtype is dt.bool_ and any(type(x) is int for x in (a, b)):
+        like = like.to(dt.int64)         # a mask & 5: an integer result, as in PyTorch
+        a, b = (like if isinstance(x, Tensor) else x for x in (a, b))
     a, b = (x if isinstance(x, Tensor) else scalar_tensor(x, like.dtype, like.device) for x in (a, b))
-    if a.dtype is not b.dtype:           # bool with an integer: the integer's dtype (no other promotion here)
-        a, b = (x if x.dtype is not dt.bool_ else x.to(b.dtype if x is a else a.dtype) for x in (a, b))
+    if a.dtype is not b.dtype:           # bool with an integer: the integer; int32 with int64: int64
+        wide = dt.int64 if dt.bool_ not in (a.dtype, b.dtype) else (a.dtype if b.dtype is dt.bool_ else b.dtype)
+        a, b = a.to(wide), b.to(wide)
     if a.device != b.device:
         raise ValueError(f"{op}: operands are on different devices: {_describe(a)} and {_describe(b)}")
     broadcast_shapes(op, a.shape, b.shape)
