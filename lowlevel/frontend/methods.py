@@ -5,7 +5,8 @@ beside those ops.py, inplace.py and joining.py attach.
                           is_floating_point is_cuda, t, new_zeros new_ones new_full
     method forms          add sub (alpha=), mul div (rounding_mode=), matmul neg negative,
                           and every op of math_ops.py as a method
-    operators             & | ^ ~ and their reflected forms, number ** tensor (__rpow__)
+    operators             & | ^ ~ and their reflected forms, number ** tensor (__rpow__),
+                          &= |= ^= in place
     pieces                chunk, split (a size, or a list of sizes), narrow: views
     in place              relu_
     autograd              retain_grad (and .grad of a non-leaf after backward), retains_grad
@@ -101,6 +102,17 @@ def rpow(self: Tensor, base) -> Tensor:
         wide = ops.pow(scalar_tensor(float(base), dt.float64, self.device), self.to(dt.float64))
         return math_ops.round(wide).to(self.dtype)
     return ops.pow(scalar_tensor(base, dt.float32, self.device), self.to(dt.float32))
+
+
+def _in_place(fn):
+    """t &= other (|=, ^=): the result written into t itself, whose dtype must hold it."""
+    def method(self: Tensor, other):
+        values = fn(self, other)
+        if values.dtype is not self.dtype:
+            raise RuntimeError(f"result type {values.dtype.name} can't be cast to the desired output type "
+                               f"{self.dtype.name}")
+        return self.copy_(values)
+    return method
 
 
 # ---- pieces: views along one dimension -----------------------------------------------------------------
@@ -208,7 +220,8 @@ _METHODS = {
     "__and__": _operator(math_ops.bitwise_and), "__rand__": _operator(math_ops.bitwise_and, True),
     "__or__": _operator(math_ops.bitwise_or), "__ror__": _operator(math_ops.bitwise_or, True),
     "__xor__": _operator(math_ops.bitwise_xor), "__rxor__": _operator(math_ops.bitwise_xor, True),
-    "__invert__": math_ops.bitwise_not, "__rpow__": rpow,
+    "__invert__": math_ops.bitwise_not, "__rpow__": rpow, "__iand__": _in_place(math_ops.bitwise_and),
+    "__ior__": _in_place(math_ops.bitwise_or), "__ixor__": _in_place(math_ops.bitwise_xor),
     "chunk": chunk, "split": split, "narrow": narrow, "relu_": relu_, "retain_grad": retain_grad,
     "to": to, "__format__": format_,
 }

@@ -113,6 +113,19 @@ def snippet_rand_int(): return 6 & _i()
 def snippet_and_mask_int(): return (_x() > 0) & 5
 def snippet_and_int32_int64(): return _i().int() & T.tensor([[6, 6, 3, 3]])
 def snippet_or_mask_int32(): return (_x() > 0) | _i().int()
+def snippet_iand():
+    m = _x() > 0
+    view = m
+    m &= _x() < 3
+    return view
+
+
+def snippet_ior_refused():
+    m = _x() > 0
+    m |= _i()
+    return m
+
+
 def snippet_rpow(): return 2 ** _x()
 def snippet_rpow_int(): return 2 ** T.tensor([0, 1, 5, 10])
 def snippet_rsub(): return 2 - _x()
