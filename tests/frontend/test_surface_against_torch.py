@@ -106,8 +106,10 @@ def test_logical_ops_isclose_equal(device, rng):
         _same(getattr(ll, name)(*la), getattr(torch, name)(*ta))
     x, tx = _pair(rng)
     X = ll.tensor(x, device=device)
-    near = ll.tensor(x + 1e-7, device=device)
-    _same(ll.isclose(X, near), torch.isclose(tx, torch.tensor(x + 1e-7)))
+    y = x + rng.choice([0.0, 1e-3], x.shape).astype(np.float32)     # some close, some not (none near the edge)
+    _same(ll.isclose(X, ll.tensor(y, device=device)), torch.isclose(tx, torch.tensor(y)))
+    assert ll.allclose(X, ll.tensor(y, device=device)) == torch.allclose(tx, torch.tensor(y))
+    near = ll.tensor(x * np.float32(1 + 1e-6), device=device)                  # within rtol everywhere
     assert ll.allclose(X, near) and X.allclose(near) and not ll.allclose(X, X + 1.0)
     assert ll.equal(X, X.clone()) and not ll.equal(X, X + 1.0) and not ll.equal(X, X[:1])
     nan = ll.tensor([np.nan, 1.0], device=device)
