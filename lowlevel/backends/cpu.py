@@ -262,3 +262,12 @@ def masked_scatter(src, mask):
     out = np.zeros(mask.shape, dtype=values(src).dtype)
     out[values(mask)] = values(src)
     return result(out, src)
+
+
+@register_kernel("arange", CPU)
+def arange(t, start, step):
+    """t[i] = start + i * step: float64 (two roundings, as the CUDA kernel) or int64 (wrapping)."""
+    index = np.arange(t.numel(), dtype=t.dtype.storage)
+    with np.errstate(all="ignore"):
+        t.host_view()[...] = index * t.dtype.storage.type(step) + t.dtype.storage.type(start)
+    return t

@@ -1,11 +1,12 @@
-"""Layer 1: making tensors. empty, zeros, ones, full, arange, rand and randn, tensor() from
-data (lists, numbers, numpy arrays, tensors), and from_numpy_values, which the backends use
-to hand back results computed on the host. Each takes requires_grad=True to make a leaf
-that autograd accumulates a gradient into (floating-point dtypes only).
+"""Layer 1: making tensors. empty, zeros, ones, full, arange, tensor() from data (lists,
+numbers, numpy arrays, tensors), and from_numpy_values, which the backends use to hand
+back results computed on the host. Each takes requires_grad=True to make a leaf that
+autograd accumulates a gradient into (floating-point dtypes only).
 
-rand and randn draw on the host from a numpy Generator (manual_seed makes them repeatable)
-and copy to the device; a copy to a CUDA device is queued on the current stream.
+On CUDA, full (zeros, ones) and arange write their values on the device (the backend's
+"fill" and "arange"); rand, randn and randint are random.py's, drawn on the device too.
 """
+import contextlib
 import math
 
 import numpy as np
@@ -228,32 +229,35 @@ def _number_dtype(value) -> DType:
     raise TypeError(f"full: the fill value must be a number, got {type(value).__name__}")
 
 
-def arange(start, stop=None, step=1, dtype=None, device="cpu", requires_grad=False) -> Tensor:
-    if stop is None:
-        start, stop = 0, start
+def _arange_length(start, stop, step) -> int:
     if step == 0:
         raise ArgumentError("arange: step must be nonzero")
-    values = np.arange(start, stop, step)
-    kind = as_dtype(dtype) if dtype else (dt.int64 if values.dtype.kind in "iu" else dt.float32)
-    return _leaf(from_numpy_values(values, kind, device), requires_grad)
+    if all(isinstance(v, (int, np.integer)) for v in (start, stop, step)):
+        return len(range(int(start), int(stop), int(step)))
+    span = (stop - start) / step
+    if not math.isfinite(span):
+        raise ArgumentError(f"arange: unsupported range {start} to {stop} by {step}")
+    return max(0, math.ceil(span))
 
 
-_generator = np.random.default_rng()
+def arange(start, stop=None, step=1, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    """start, start + step, ... up to stop (excluded). Computed on the tensor's device (the
+    backend's "arange": in int64 where every argument is an int and the dtype an integer,
+    else start + i * step in float64), then cast to the dtype: int64 for int arguments,
+    float32 otherwise, as in PyTorch."""
+    if stop is None:
+        start, stop = 0, start
+    for name, v in (("start", start), ("end", stop), ("step", step)):
+        if not isinstance(v, (int, float, np.number)) or isinstance(v, bool):
+            raise TypeError(f"arange: {name} must be a number, got {v!r}")
+    integers = all(isinstance(v, (int, np.integer)) for v in (start, stop, step))
+    kind = as_dtype(dtype) if dtype else (dt.int64 if integers else dt.float32)
+    natural = dt.int64 if integers and not kind.is_float else dt.float64
+    values = (int(start), int(step)) if natural is dt.int64 else (float(start), float(step))
+    device = device if type(device) is Device else Device(device)
+    t = empty(_arange_length(start, stop, step), dtype=natural, device=device)
+    if t.numel():
+        with device_guard(device.index) if device.type == "cuda" else contextlib.nullcontext():
+            t = call("arange", t, *values)
+    return _leaf(t if natural is kind else t.to(kind), requires_grad)
 
-
-def manual_seed(seed: int) -> None:
-    """Make rand and randn repeatable."""
-    global _generator
-    _generator = np.random.default_rng(seed)
-
-
-def rand(*shape, dtype=dt.float32, device="cpu", generator=None, requires_grad=False) -> Tensor:
-    """Uniform on [0, 1), drawn on the host (seed with manual_seed or pass a numpy Generator)."""
-    rng = generator or _generator
-    return _leaf(from_numpy_values(rng.random(tuple(shape_args(shape))), as_dtype(dtype), device), requires_grad)
-
-
-def randn(*shape, dtype=dt.float32, device="cpu", generator=None, requires_grad=False) -> Tensor:
-    rng = generator or _generator
-    values = rng.standard_normal(tuple(shape_args(shape)))
-    return _leaf(from_numpy_values(values, as_dtype(dtype), device), requires_grad)

@@ -128,3 +128,15 @@ def on_their_device(dispatch):
         with device_guard(index):
             return dispatch(*args, **kwargs)
     return guarded
+
+
+def cpu_scalar_to_device(a, b):
+    """Two tensors of a binary op, where a 0-d CPU tensor beside a tensor of another device
+    goes there (one element, and its history with it), as PyTorch lets a CPU scalar take
+    part in a CUDA op; others as they are (the op's checks then name any mismatch)."""
+    if a.device != b.device:
+        if not b.shape and b.device.type == "cpu":
+            return a, b.to(a.device)
+        if not a.shape and a.device.type == "cpu":
+            return a.to(b.device), b
+    return a, b

@@ -3,7 +3,7 @@
     views      unsqueeze, squeeze, flatten (reshapes and indexing: autograd sees the view)
     joining    cat (one dispatched op, with a gradient), stack (cat of unsqueezed views), of
                tensors of any dtypes, joined in their result type (promotion.py)
-    creation   zeros_like, ones_like, empty_like, eye, linspace, from_numpy
+    creation   zeros_like, ones_like, full_like, empty_like, eye, linspace, from_numpy
     dtypes     .half(), .float(), .double(); float(t) and int(t) of one element
 
 Every op checks its operands here, naming the op and the operand, before anything is
@@ -147,6 +147,11 @@ def ones_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
     return full(shape, 1, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+def full_like(x, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    shape, dtype, device = _like("full_like", x, dtype, device)
+    return full(shape, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 def _size(op: str, name: str, n) -> int:
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
         raise ShapeError(f"{op}: {name} must be a non-negative int, got {n!r}")
@@ -154,10 +159,14 @@ def _size(op: str, name: str, n) -> int:
 
 
 def eye(n, m=None, dtype=dt.float32, device="cpu", requires_grad=False) -> Tensor:
-    """The n x m identity (m defaults to n)."""
+    """The n x m identity (m defaults to n): zeros, then ones written along the diagonal (a
+    view with stride m + 1), both on the tensor's device."""
     n = _size("eye", "n", n)
     m = n if m is None else _size("eye", "m", m)
-    t = from_numpy_values(np.eye(n, m), as_dtype(dtype), device)
+    t = full((n, m), 0, dtype=as_dtype(dtype), device=device)
+    if n and m:
+        # the one as a 0-d tensor filled where t is (fill_(1) would copy the number from the host)
+        t.reshape(-1)[::m + 1][:min(n, m)].copy_(full((), 1, dtype=t.dtype, device=t.device))
     return t.requires_grad_(True) if requires_grad else t
 
 

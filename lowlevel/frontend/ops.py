@@ -23,7 +23,7 @@ from ..cuda.graph import refuse_while_capturing
 from ..dispatch import Autograd, KeySet, backend_for, call, redispatch
 from . import dtypes as dt
 from .creation import from_numpy_values, full
-from .device import Device, on_their_device
+from .device import Device, cpu_scalar_to_device, on_their_device
 from .dtypes import DType, as_dtype, is_dtype_name
 from .errors import ArgumentError, DeviceError, DTypeError, DTypeNotImplemented, ShapeError
 from .fast_ops import COMMUTATIVE, NUMBER_OVERLOADS, binary_op, unary_op
@@ -72,6 +72,7 @@ def _binary(op: str, a, b) -> Tensor:
             raise TypeError(f"{op}: cannot combine a tensor with {type(x).__name__}")
     like = a if isinstance(a, Tensor) else b
     if isinstance(a, Tensor) and isinstance(b, Tensor):
+        a, b = cpu_scalar_to_device(a, b)
         _same_device(op, a, b)
         broadcast_shapes(op, a.shape, b.shape)
     # Both operands become the result type (promotion.py): a tensor by a cast, a number as
@@ -238,7 +239,8 @@ def softmax(x, dim=-1) -> Tensor:
 
 
 def matmul(a, b) -> Tensor:
-    """Matrix product: 1-D x 1-D (dot), 2-D x 2-D, and batched 3-D (a 2-D operand broadcasts)."""
+    """Matrix product: 1-D x 1-D (dot), 2-D x 2-D, and batched 3-D (a 2-D operand broadcasts);
+    more batch dimensions, or batches that broadcast, through math_ops.batched_matmul."""
     start = time.perf_counter() if trace.active is not None else 0.0
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError(f"matmul: needs two tensors, got {type(a).__name__} and {type(b).__name__}")
@@ -246,14 +248,15 @@ def matmul(a, b) -> Tensor:
         _same_device_and_dtype("matmul", a, b)
     sa, sb = a.shape, b.shape
     na, nb = len(sa), len(sb)
-    if not (1 <= na <= 3 and 1 <= nb <= 3):
-        raise ShapeError(f"matmul: supports 1-D to 3-D operands, got a {sa} and b {sb}")
+    if not (na and nb):
+        raise ShapeError(f"matmul: both operands need at least one dimension, got a {sa} and b {sb}")
     k_a = sa[-1]
     k_b = sb[0] if nb == 1 else sb[-2]
     if k_a != k_b:
         raise ShapeError(f"matmul: a is {sa} and b is {sb}: inner dimensions {k_a} and {k_b} differ")
-    if na == 3 and nb == 3 and sa[0] != sb[0]:
-        raise ShapeError(f"matmul: batch sizes differ: a is {sa}, b is {sb}")
+    if na > 3 or nb > 3 or (na == 3 and nb == 3 and sa[0] != sb[0]):
+        # batch dimensions that broadcast: math_ops.batched_matmul, as 3-D products
+        return call("matmul_broadcast", a, b)
     if trace.active is not None:
         trace.note_validation("matmul", time.perf_counter() - start)
     return _caller(a)("matmul", a, b)

@@ -16,6 +16,8 @@ Where to find each, once lowlevel.frontend is imported:
     joining.py         unsqueeze squeeze flatten, half float double, float(t) int(t)
     autograd/record.py backward detach requires_grad_ is_leaf
     interop.py         __dlpack__ __dlpack_device__ __cuda_array_interface__
+    formatting.py      __repr__, as PyTorch prints a tensor
+    methods.py         long int bool t stride add(alpha=) & | ^ ~ chunk split to(...) retain_grad ...
 """
 import functools
 import math
@@ -358,11 +360,6 @@ class Tensor:
     def tolist(self):
         self._refuse_in_capture("tolist()")
         return self.numpy().tolist()
-
-    def __repr__(self):
-        self._refuse_in_capture("repr() (print) of a tensor")
-        values = np.array2string(self.numpy(), separator=", ", precision=4, threshold=64)
-        return f"tensor({values}, dtype={self.dtype.name}, device={self.device})"
 
     def __bool__(self):
         # PyTorch's messages and exception type: `if t:` only means something for one element.

@@ -14,6 +14,8 @@
     fill.py          zeros ones full on the device: memsets, or fill_u16 / fill_u64 of ptx/fill.ptx
     indexing.py      gather, scatter, scatter_add, argsort (a stable rank sort), cumsum, cumprod
                      (ptx/index_ops.ptx)
+    math_more.py     sin cos floor ceil round trunc, bitwise and or xor not (ptx/math_more.ptx)
+    random.py        rand randn randint on the device: Philox4x32-10 (ptx/philox.ptx)
     masks.py         t[mask] (masked_select) and its gradient's scatter
     matmul.py        matmul on cuBLAS (float32, float64, float16, bfloat16)
     matmul_ptx.py    or on the handwritten sgemm_tiled / hgemm_mma: matmul_library("ptx")
@@ -29,7 +31,8 @@ handwritten kernels of ptx/ instead of cuBLAS.
 import sys
 import types
 
-from . import compare, division, dtype_reductions, elementwise, fill, indexing, layout, masks, matmul, reductions  # noqa: F401  (each registers its kernels)
+from . import (compare, division, dtype_reductions, elementwise, fill, indexing, layout, masks, math_more,  # noqa: F401
+               matmul, random, reductions)  # (each registers its kernels)
 from .matmul_ptx import matmul_library  # noqa: F401  (lowlevel.backends.cuda.matmul_library)
 
 

@@ -7,11 +7,15 @@ captured in a CUDA graph (a copy from pageable memory may not).
     32-bit halves
     other 2-byte patterns (float16 1.0)       fill_u16 of ptx/fill.ptx
     other 8-byte patterns (float64 1.0)       fill_u64 of ptx/fill.ptx
+
+and arange: start + i * step, computed per element on the device (ptx/sequence.ptx) in
+float64 or int64; the frontend casts it to the tensor's dtype there.
 """
 import numpy as np
 
 from ...cuda import current_stream, memset_d8, memset_d32
 from ...dispatch import CUDA, register_kernel
+from ...frontend import dtypes as dt
 from ...frontend.tensor import Tensor
 from .launch import BLOCK, grid_for, launch, record_uses
 
@@ -39,4 +43,16 @@ def fill(t: Tensor, value) -> Tensor:
         launch("fill", "fill_u16", grid_for(n), BLOCK, (t, int(b.view(np.uint16)[0]), n))
     else:
         launch("fill", "fill_u64", grid_for(n), BLOCK, (t, int(b.view(np.uint64)[0]), n))
+    return t
+
+
+@register_kernel("arange", CUDA, dtypes=[dt.float64, dt.int64])
+def arange(t: Tensor, start, step) -> Tensor:
+    """t[i] = start + i * step for the contiguous float64 or int64 tensor t (ptx/sequence.ptx)."""
+    n = t.numel()
+    if t.dtype is dt.float64:
+        launch("sequence", "arange_f64", grid_for(n), BLOCK, (t, float(start), float(step), n))
+    else:
+        mask = (1 << 64) - 1
+        launch("sequence", "arange_i64", grid_for(n), BLOCK, (t, int(start) & mask, int(step) & mask, n))
     return t

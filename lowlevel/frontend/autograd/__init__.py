@@ -7,6 +7,7 @@ and running their backward formulas.
     formulas_math.py  those of sqrt ... sigmoid, abs, minimum, pow, t[mask]
     formulas_index.py  those of gather, scatter, scatter_add, cumsum, cumprod (and so of
                   max/min(dim), sort, topk, prod, t[idx] built on them)
+    formulas_more.py  those of math_ops.py's kernels: sin, cos, floor ceil round trunc
     record.py     the Autograd dispatch key's kernel (a fallback for every op), the view
                   hook, the in-place hooks, and Tensor.backward / detach / requires_grad_
     views.py      in-place ops on views: the base's CopySlices node, stale views made again

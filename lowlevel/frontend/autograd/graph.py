@@ -7,6 +7,8 @@ that requires grad, or None. backward() runs the nodes in reverse topological or
 the output, summing the gradients that meet at a node before running it, and accumulates
 into the leaves' .grad. Unless retain_graph, the saved tensors are freed on the way.
 """
+import weakref
+
 from .mode import enable_grad, no_grad
 
 FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they "
@@ -39,6 +41,7 @@ class Node:
     """One recorded op. `backward(node, grad)` returns one gradient (or None) per input."""
 
     is_view = False
+    retained = ()           # weak references to the output, where retain_grad() asked for its .grad
 
     def __init__(self, name: str, backward, inputs, saved=(), meta=None):
         self.name = name
@@ -65,6 +68,7 @@ class AccumulateGrad:
 
     name = "AccumulateGrad"
     next_functions = ()
+    retained = ()           # a leaf keeps its gradient in .grad itself
 
     def __init__(self, leaf):
         self.leaf = leaf
@@ -101,6 +105,18 @@ def edge_of(t):
     return acc
 
 
+def retain_grad_at(node, tensor) -> None:
+    """Let backward keep the gradient that reaches `node` in tensor.grad (tensor: its output)."""
+    node.retained = (*node.retained, weakref.ref(tensor))
+
+
+def keep_grad(node, g) -> None:
+    for ref in node.retained:
+        t = ref()
+        if t is not None:
+            t.grad = g.detach() if t.grad is None else t.grad + g.detach()
+
+
 def _dependencies(root) -> dict:
     """For each node reachable from root, how many edges lead into it."""
     deps, seen, stack = {root: 0}, {root}, [root]
@@ -127,6 +143,8 @@ def run_backward(root, grad, retain_graph: bool, create_graph: bool = False) -> 
         while ready:
             node = ready.pop()
             g = pending.pop(node, None)
+            if node.retained and g is not None:
+                keep_grad(node, g)
             if isinstance(node, AccumulateGrad):
                 if g is not None:
                     node.accumulate(g)

@@ -11,7 +11,7 @@ from .. import tensor as tensor_module
 from ..creation import ones
 from ..ops import clone
 from ..tensor import Tensor
-from . import formulas_index, formulas_math  # noqa: F401  (register the math and indexing ops' formulas)
+from . import formulas_index, formulas_math, formulas_more  # noqa: F401  (register the math and indexing ops' formulas)
 from . import views
 from .formulas import FORMULAS, NOT_DIFFERENTIABLE, view_backward
 from .graph import Node, edge_of, run_backward
