@@ -2,7 +2,8 @@
 "cpu" and "cuda" devices, and each classified:
 
     agree       both give the same results (values, dtype and shape; tuples element-wise)
-    refused     both raise; or lowlevel raises a clear error (RuntimeError, TypeError,
+    refused     both raise, lowlevel an error of the kind torch's is (a RuntimeError where
+                torch raises one); or lowlevel raises a clear error (RuntimeError, TypeError,
                 ValueError, IndexError, NotImplementedError, AttributeError) where torch does not
     different   lowlevel gives another result, or one where torch raises, or crashes from
                 inside (another exception): this fails the test
@@ -95,7 +96,7 @@ def lowlevel_on(device: str):
     return module
 
 
-def _on_device(fn, device, *args, **kwargs):
+def _on_device(fn, device, /, *args, **kwargs):
     kwargs.setdefault("device", device)
     return fn(*args, **kwargs)
 
@@ -140,9 +141,15 @@ def outcome(snippet, namespace):
         return "raised", e
 
 
+def builtin_kind(error: Exception) -> type:
+    """The built-in exception class torch's error is (torch's own classes derive from them)."""
+    return next(k for k in type(error).__mro__ if k.__module__ == "builtins")
+
+
 def classify(theirs, ours) -> str:
     if theirs[0] == "raised":
-        return "refused" if ours[0] == "raised" else "different"
+        # refused by both, and as the same kind of error: a caller's `except RuntimeError` works
+        return "refused" if ours[0] == "raised" and isinstance(ours[1], builtin_kind(theirs[1])) else "different"
     if ours[0] == "raised":
         return "refused" if isinstance(ours[1], CLEAR_REFUSALS) else "different"
     return "agree" if same(theirs[1], ours[1]) else "different"
