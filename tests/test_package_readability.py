@@ -4,6 +4,8 @@ the length of functions.
 - every package's __init__.py map names each of its modules and subpackages
 - a `name.py` named in a comment or docstring of the package is a file that exists
 - no function of the package is over 80 lines
+- no two public classes of the client-side layers (all but the emulated GPU, emu/) share a
+  name: `lowlevel.Device` is where a tensor lives, `lowlevel.cuda.GPU` a GPU
 """
 import ast
 import collections
@@ -78,3 +80,15 @@ def test_no_function_is_over_80_lines():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name} ({lines} lines)")
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+
+
+def test_one_public_class_per_name_on_the_client_side():
+    where = collections.defaultdict(list)
+    for path in _package_files():
+        if "emu" in path.relative_to(PACKAGE).parts:
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where[node.name].append(str(path.relative_to(ROOT)))
+    shared = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert not shared, f"public classes sharing a name: {shared}"

@@ -77,7 +77,7 @@ def test_wheel_carries_the_kernels(tmp_path):
 
 
 def test_device_properties(driver):
-    dev = cuda.Device(0)
+    dev = cuda.GPU(0)
     major, minor = dev.compute_capability
     assert major >= 6 and dev.total_memory > 0 and dev.multiprocessor_count > 0
     assert dev.attribute("MAX_THREADS_PER_BLOCK") == 1024 and dev.attribute("WARP_SIZE") == 32

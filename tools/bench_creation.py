@@ -55,7 +55,7 @@ def host_way(name):
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000_000
     names = sys.argv[2:] or list(ON_DEVICE)
-    print(f"n = {n:,} elements on {cuda.Device(0).name}")
+    print(f"n = {n:,} elements on {cuda.GPU(0).name}")
     print(f"{'op':8s} {'device s':>9s} {'host MB':>8s}   {'via host s':>10s} {'host MB':>8s}")
     for name in names:
         ON_DEVICE[name](16), host_way(name)(16)           # modules loaded

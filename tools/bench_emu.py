@@ -339,7 +339,7 @@ def main():
         args.no_numba = True
 
     info = cuda.driver_info()
-    dev = cuda.Device(0)
+    dev = cuda.GPU(0)
     sm_count = dev.multiprocessor_count
     print(f"driver: {info['kind']} ({info['description']}, CUDA {info['version']}); device: {dev.name}, "
           f"{sm_count} SMs")

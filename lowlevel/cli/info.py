@@ -20,7 +20,7 @@ def command(args) -> int:
         from .. import emu  # noqa: PLC0415
         print(f"         PTX JIT: {emu.assembler_description()}")
     for i in range(cuda.device_count()):
-        dev = cuda.Device(i)
+        dev = cuda.GPU(i)
         major, minor = dev.compute_capability
         print(f"device {i}: {dev.name}")
         print(f"         compute capability {major}.{minor} (sm_{major}{minor}), "

@@ -130,7 +130,7 @@ def occupancy_table(ptx: str, dynamic: int) -> None:
     from ..cuda.ptx_signature import kernel_params  # noqa: PLC0415
     from ..emu.driver import occupancy_rules as rules  # noqa: PLC0415
     module = cuda.Module.from_ptx(ptx)
-    dev = cuda.Device(0)
+    dev = cuda.GPU(0)
     sm = _device_rules(rules, dev)
     max_warps = sm.max_threads_per_sm // sm.warp
     for name in kernel_params(ptx):

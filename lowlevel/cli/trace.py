@@ -226,7 +226,7 @@ def _report_layers_1_to_4(out: list, m, op: str, args, graph: bool, library, on_
 def _report_hardware(out: list, m, graph: bool, emulated: bool, drv) -> None:
     """Layer 5's lines: the device, the code that ran, the emulator's instruction count."""
     line = out.append
-    dev = cuda.Device(0)
+    dev = cuda.GPU(0)
     major, minor = dev.compute_capability
     line(f"    {dev.name}: sm_{major}{minor}, {dev.multiprocessor_count} SMs, "
          f"{dev.total_memory / 2**30:.1f} GiB, CUDA driver API {format_driver_version(drv.version())}")

@@ -30,7 +30,7 @@ Everything here works the same on the real libcuda and on the emulated GPU (lowl
 nothing here asks which one it has. `driver_info()` says which one runs.
 """
 from ..capi.versions import format_driver_version
-from .context import Device, device_count, reset_device, synchronize
+from .context import GPU, device_count, reset_device, synchronize
 from .driver import get_driver, real_driver_status, use_driver
 from .errors import ContextResetError, CudaError
 from .memory import (DeviceAllocation, mem_alloc, mem_alloc_async, mem_get_info, memcpy_dtod,
@@ -60,7 +60,7 @@ def driver_info() -> dict:
 
 
 __all__ = [
-    "CUDAGraph", "ContextResetError", "CudaError", "Device", "DeviceAllocation", "Event", "Function", "Graph",
+    "CUDAGraph", "ContextResetError", "CudaError", "GPU", "DeviceAllocation", "Event", "Function", "Graph",
     "GraphExec", "Module", "Stream", "capture", "graph", "is_current_stream_capturing",
     "device_count", "driver_info", "get_driver", "mem_alloc", "mem_alloc_async", "mem_get_info",
     "memcpy_dtod", "memcpy_dtod_async", "memcpy_dtoh", "memcpy_dtoh_async", "memcpy_htod",

@@ -306,8 +306,9 @@ class ContextBound:
         obj.__dict__[self.storage] = value
 
 
-class Device:
-    """A GPU (real or emulated) by ordinal."""
+class GPU:
+    """A GPU (real or emulated) by ordinal: the driver's CUdevice. (lowlevel.Device is where a
+    tensor lives: "cpu", "cuda:1".)"""
 
     def __init__(self, ordinal: int = 0):
         drv = get_driver()
@@ -319,7 +320,7 @@ class Device:
 
     def __repr__(self):
         major, minor = self.compute_capability
-        return f"<Device {self.ordinal}: {self.name}, sm_{major}{minor}, {self.driver.kind} driver>"
+        return f"<GPU {self.ordinal}: {self.name}, sm_{major}{minor}, {self.driver.kind} driver>"
 
     def set_current(self) -> None:
         """Make this device the one the calling thread's work goes to."""

@@ -18,7 +18,7 @@ from ..capi.versions import format_driver_version, ptx_isa_version
 from ..compiler import select
 from . import profiling
 from .checked import c_integer
-from .context import ContextBound, ContextResource, Device, ensure_context
+from .context import GPU, ContextBound, ContextResource, ensure_context
 from .errors import CudaError
 from .kernel_args import PackedArgs, pack_value
 from .launch_config import LaunchConfig, PreparedLaunchEx, launch_attributes
@@ -104,7 +104,7 @@ class Module(ContextResource):
         ("scale<float>") are fetched by those names with get_function.
         """
         drv, ctx = ensure_context()
-        dev = Device(ctx.ordinal)
+        dev = GPU(ctx.ordinal)
         arch = compiler.parse_arch(dev.compute_capability)
         options, name_expressions = tuple(options), tuple(name_expressions)
         ptx = compiler.compile(source, "ptx", arch, options, name_expressions, name)
@@ -199,7 +199,7 @@ def _image_kind(kind: str, image: bytes, drv) -> str:
     if kind == "cubin":
         return "sass"
     if kind == "fatbin" and drv.runs_sass:
-        major, minor = Device(ensure_context()[1].ordinal).compute_capability
+        major, minor = GPU(ensure_context()[1].ordinal).compute_capability
         if any(e["kind"] == KIND_ELF and e["arch"] == 10 * major + minor for e in fatbin_entries(image)):
             return "sass"
     return "ptx-jit"

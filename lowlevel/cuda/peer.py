@@ -1,7 +1,7 @@
 """Several devices: peer access and copies between devices' memories.
 
 Device memory belongs to the device it was allocated on (the current device then: see
-`Device.set_current()`); addresses are unified, so `pointer_attributes(ptr).device_ordinal`
+`GPU.set_current()`); addresses are unified, so `pointer_attributes(ptr).device_ordinal`
 names the owner. `memcpy_peer` copies between two devices whether or not peer access is
 enabled; `enable_peer_access(peer)` lets kernels of the current device reach `peer`'s memory
 (on a GPU: the emulated GPU's kernels cannot, see lowlevel/emu/driver/peer.py).

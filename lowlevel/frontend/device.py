@@ -10,7 +10,7 @@ for its own device; another device's tensors go to that device's legacy default 
 import contextlib
 import functools
 
-from ..cuda import Device as CudaDevice
+from ..cuda import GPU
 from ..cuda import device_count
 from ..cuda.context import current_device_ordinal
 from ..dispatch import backend_for
@@ -97,11 +97,11 @@ def device_guard(index: int | None):
     if index is None or index == previous:
         yield
         return
-    CudaDevice(index).set_current()
+    GPU(index).set_current()
     try:
         yield
     finally:
-        CudaDevice(previous).set_current()
+        GPU(previous).set_current()
 
 
 def cuda_index(values) -> int | None:

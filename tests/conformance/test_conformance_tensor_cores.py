@@ -552,7 +552,7 @@ def test_mma_fp8(driver, rng, build_name):
     """cuda_fp8.h's conversions and mma .e4m3.e5m2 against the references of helpers/fp8.py:
     the bytes exactly (values that saturate, subnormals), the widened half exactly, D
     within a bound proportionate to K of float64's."""
-    if driver.runs_sass and cuda.Device(0).compute_capability < (8, 9):
+    if driver.runs_sass and cuda.GPU(0).compute_capability < (8, 9):
         pytest.skip("the 8-bit floats need an sm_89 GPU")
     f = load_compiled(sm90_ptx(build_name, FP8)).get_function("mma_fp8")
     a = (rng.standard_normal((16, 32)) * 8).astype(np.float32)

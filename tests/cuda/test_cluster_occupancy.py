@@ -43,7 +43,7 @@ def _ptx(shared: int, directives: str = "") -> str:
 
 
 def _cc() -> int:
-    major, minor = cuda.Device(0).compute_capability
+    major, minor = cuda.GPU(0).compute_capability
     cc = 10 * major + minor
     if cc not in ref.GPC_SMS:
         pytest.skip(f"the reference calculator knows the clusters of sm_90, not sm_{cc}")

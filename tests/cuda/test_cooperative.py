@@ -41,7 +41,7 @@ def test_cuLaunchCooperativeKernel_runs_a_grid_sync(grid_sum, driver, rng):
 
 def test_a_cooperative_grid_must_fit_on_the_device(grid_sum, rng):
     _, args = _arguments(rng)
-    sms = cuda.Device(0).attribute("MULTIPROCESSOR_COUNT")
+    sms = cuda.GPU(0).attribute("MULTIPROCESSOR_COUNT")
     resident = grid_sum.occupancy(BLOCK) * sms
     with pytest.raises(cuda.CudaError) as refused:
         grid_sum.launch(resident + 1, BLOCK, args, cooperative=True)

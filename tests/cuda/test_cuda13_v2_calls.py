@@ -35,7 +35,7 @@ def test_ctx_get_device_v2(driver):
     drv.cuCtxGetDevice(ctypes.byref(plain))
     drv.cuCtxGetDevice_v2(ctypes.byref(null), None)
     drv.cuCtxGetDevice_v2(ctypes.byref(named), primary_context_handle(plain.value))
-    assert plain.value == null.value == named.value == cuda.Device().ordinal
+    assert plain.value == null.value == named.value == cuda.GPU().ordinal
     if drv.kind == "emu":                               # a handle naming nothing
         with pytest.raises(cuda.CudaError) as info:
             drv.cuCtxGetDevice_v2(ctypes.byref(named), 0x1234)
@@ -45,7 +45,7 @@ def test_ctx_get_device_v2(driver):
 @pytest.mark.parametrize("named", (False, True), ids=("null", "named"))
 def test_ctx_synchronize_v2_waits_for_the_context(driver, named):
     drv = _driver("cuCtxSynchronize_v2")
-    handle = primary_context_handle(cuda.Device().ordinal) if named else None
+    handle = primary_context_handle(cuda.GPU().ordinal) if named else None
     done = _held_legacy_stream(0.05)
     drv.cuCtxSynchronize_v2(handle)
     assert done == [True]

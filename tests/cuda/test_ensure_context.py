@@ -58,5 +58,5 @@ def test_a_queued_release_runs_at_the_next_call(driver):
 
 def test_choosing_the_device_a_thread_has_already_is_not_a_change(driver):
     drv, ctx = context.ensure_context()
-    cuda.Device(ctx.ordinal).set_current()
+    cuda.GPU(ctx.ordinal).set_current()
     assert context.ensure_context() == (drv, ctx) and _driver_current_context(drv) == ctx.handle

@@ -42,7 +42,7 @@ def test_100_kb_of_dynamic_shared_memory_needs_the_opt_in(reverse, rng):
 
 
 def test_the_opt_in_stops_at_the_device_limit(reverse):
-    optin = cuda.Device(0).attribute("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+    optin = cuda.GPU(0).attribute("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
     limit = optin - reverse.shared_size_bytes
     reverse.max_dynamic_shared_memory = limit
     for bad in (limit + 1, -1):

@@ -64,7 +64,7 @@ def test_stream_priorities(driver):
     assert cuda.Stream(priority=greatest - 100).priority == greatest      # clamped, as documented
     assert cuda.Stream(priority=least + 100).priority == least
     assert cuda.Stream().priority == 0 and cuda.Stream.legacy().priority == 0
-    assert cuda.Device(0).attribute("STREAM_PRIORITIES_SUPPORTED") == 1
+    assert cuda.GPU(0).attribute("STREAM_PRIORITIES_SUPPORTED") == 1
     with pytest.raises(ValueError, match="priority"):
         cuda.Stream(priority=1 << 40)
     handle = ctypes.c_void_p()
@@ -79,8 +79,8 @@ def test_stream_flags(driver):
 
 
 def test_device_uuid_and_pci_bus_id(driver):
-    dev = cuda.Device(0)
-    assert isinstance(dev.uuid, uuid.UUID) and dev.uuid == cuda.Device(0).uuid
+    dev = cuda.GPU(0)
+    assert isinstance(dev.uuid, uuid.UUID) and dev.uuid == cuda.GPU(0).uuid
     bus_id = dev.pci_bus_id
     m = re.fullmatch(r"([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-9a-f])", bus_id, re.I)
     assert m, bus_id

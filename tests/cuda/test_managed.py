@@ -124,7 +124,7 @@ def test_device_pointer_of_pinned_memory(driver):
     host = cuda.pinned_empty(256, np.float32)
     out = ctypes.c_uint64()
     code = driver.cuMemHostGetDevicePointer.unchecked(ctypes.byref(out), host.ctypes.data, 0)
-    if cuda.Device(0).attribute("CAN_MAP_HOST_MEMORY"):
+    if cuda.GPU(0).attribute("CAN_MAP_HOST_MEMORY"):
         assert code == 0 and out.value == host.ctypes.data
     else:
         assert code == CURESULT["CUDA_ERROR_INVALID_VALUE"]

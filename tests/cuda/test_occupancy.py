@@ -42,7 +42,7 @@ def _ptx(shared: int) -> str:
 
 
 def _cc():
-    major, minor = cuda.Device(0).compute_capability
+    major, minor = cuda.GPU(0).compute_capability
     cc = 10 * major + minor
     if cc not in ref.DEVICES:
         pytest.skip(f"the reference calculator knows sm_80 and sm_90, not sm_{cc}")
@@ -109,7 +109,7 @@ def test_available_dynamic_shared_memory(driver):
 
 def test_active_clusters(driver):
     f, _ = _kernel(32, 1024)
-    sms = cuda.Device(0).attribute("MULTIPROCESSOR_COUNT")
+    sms = cuda.GPU(0).attribute("MULTIPROCESSOR_COUNT")
     for size in (1, 2, 4, 8):
         clusters = cuda.max_active_clusters(f, 64, 128, (size, 1, 1))
         assert 0 < clusters * size <= f.occupancy(128) * sms

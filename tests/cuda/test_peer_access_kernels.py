@@ -31,7 +31,7 @@ N, BLOCK = 200, 64
 
 
 def on(device: int):
-    cuda.Device(device).set_current()
+    cuda.GPU(device).set_current()
 
 
 def device1_buffers(x: np.ndarray):

@@ -15,7 +15,7 @@ from lowlevel.capi.structs import CUDA_MEMCPY2D
 def test_alloc_pitch_is_aligned_as_the_device_reports(driver, rng):
     width, height = int(rng.integers(1, 3000)), int(rng.integers(1, 50))
     a = cuda.alloc_pitch(width, height)
-    alignment = cuda.Device(0).attribute("TEXTURE_PITCH_ALIGNMENT")
+    alignment = cuda.GPU(0).attribute("TEXTURE_PITCH_ALIGNMENT")
     assert alignment > 0 and a.pitch % alignment == 0 and a.pitch >= width
     assert a.size == a.pitch * height
     assert cuda.pointer_attributes(a).range_size >= a.pitch * (height - 1) + width

@@ -44,7 +44,7 @@ def test_pinned_host_memory(driver):
     assert info.memory_type == "host"
     assert info.host_pointer == address + 40
     assert info.range_start == address and info.range_size >= host.nbytes
-    can_map = cuda.Device(0).attribute("CAN_MAP_HOST_MEMORY")
+    can_map = cuda.GPU(0).attribute("CAN_MAP_HOST_MEMORY")
     if can_map:                   # unified addressing: the same address on the device
         assert info.device_pointer == address + 40
     else:                         # the emulated device: kernels cannot reach host memory

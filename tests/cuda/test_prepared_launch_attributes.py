@@ -58,7 +58,7 @@ def test_prepared_launch_attributes_run_the_kernel(add, rng, keywords):
 
 
 def test_a_prepared_cluster_launch_runs_in_clusters(driver):
-    if cuda.Device(0).compute_capability < (9, 0):
+    if cuda.GPU(0).compute_capability < (9, 0):
         pytest.skip("thread-block clusters need sm_90")
     f = cuda.Module.from_ptx(CLUSTER_PTX).get_function("ranks")
     grid, block = 8, 32

@@ -17,7 +17,7 @@ def test_several_devices(driver):
 
 # ---- the checks, run in the fresh interpreter -------------------------------------------------
 def on(device: int):
-    cuda.Device(device).set_current()
+    cuda.GPU(device).set_current()
 
 
 def check_page_locked_memory_is_reached_by_every_device():
@@ -142,8 +142,8 @@ def check_limits_and_priorities_are_per_device():
     on(1)
     assert cuda.get_limit("STACK_SIZE") >= 8192
     on(0)
-    assert cuda.Device(0).uuid != cuda.Device(1).uuid
-    assert cuda.Device(0).pci_bus_id != cuda.Device(1).pci_bus_id
+    assert cuda.GPU(0).uuid != cuda.GPU(1).uuid
+    assert cuda.GPU(0).pci_bus_id != cuda.GPU(1).pci_bus_id
     out = ctypes.c_int()
     assert cuda.get_driver().cuDeviceGet.unchecked(ctypes.byref(out), 2 if cuda.device_count() == 2 else 99) == 101
 

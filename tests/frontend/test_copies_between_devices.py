@@ -44,11 +44,11 @@ def check_a_copy_to_another_device_stays_on_the_devices():
 
 def check_the_destination_stream_waits_for_the_source_stream():
     x = np.random.default_rng(12).standard_normal(1 << 14).astype(np.float32)
-    cuda.Device(0).set_current()
+    cuda.GPU(0).set_current()
     s0 = cuda.Stream()
-    cuda.Device(1).set_current()
+    cuda.GPU(1).set_current()
     s1 = cuda.Stream()
-    cuda.Device(0).set_current()
+    cuda.GPU(0).set_current()
     a = ll.from_numpy(x).to("cuda:0")
     cuda.synchronize()
     with cuda.stream(s0):
@@ -75,13 +75,13 @@ def check_gradients_flow_back_across_the_copy():
 
 def check_a_stream_waits_for_an_event_of_another_device():
     # cuStreamWaitEvent: "the event may be from a different context or device than stream"
-    cuda.Device(0).set_current()
+    cuda.GPU(0).set_current()
     event = cuda.Event(timing=False).record()
-    cuda.Device(1).set_current()
+    cuda.GPU(1).set_current()
     stream = cuda.Stream()
     stream.wait(event)                            # was CUDA_ERROR_INVALID_HANDLE on the emulated GPU
     stream.synchronize()
-    cuda.Device(0).set_current()
+    cuda.GPU(0).set_current()
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ def _owner(t) -> int:
 def check_ops_on_cuda_0_while_device_1_is_current():
     """Run first, before any tensor of cuda:1 exists (the ops' guard has a fast case for a
     program that uses only device 0): the op still runs on its tensors' device."""
-    cuda.Device(1).set_current()
+    cuda.GPU(1).set_current()
     try:
         x = np.arange(4, dtype=np.float32)
         a = ll.tensor(x, device="cuda:0")
@@ -27,7 +27,7 @@ def check_ops_on_cuda_0_while_device_1_is_current():
         assert out.device == "cuda:0" and _owner(out) == 0 and _owner(a * 3.0) == 0
         np.testing.assert_array_equal(out.numpy(), 2 * x)
     finally:
-        cuda.Device(0).set_current()
+        cuda.GPU(0).set_current()
 
 
 def check_ops_on_cuda_1():
@@ -102,7 +102,7 @@ def check_the_fast_ops_run_on_their_tensors_device():
     for ordinal, current in ((1, 0), (0, 1)):
         a = ll.from_numpy(x).to(f"cuda:{ordinal}")
         t = a.reshape(2, 3)
-        cuda.Device(current).set_current()
+        cuda.GPU(current).set_current()
         try:
             e = np.exp(m - m.max(1, keepdims=True))
             outs = {"add": (a + a, x + x), "mul": (a * 2.0, x * 2), "maximum": (ll.maximum(a, 0.5), np.maximum(x, 0.5)),
@@ -110,7 +110,7 @@ def check_the_fast_ops_run_on_their_tensors_device():
                     "softmax": (t.softmax(1), e / e.sum(1, keepdims=True)), "matmul": (t @ t.T, m @ m.T)}
             assert {name: _owner(out) for name, (out, _) in outs.items()} == {name: ordinal for name in outs}
         finally:
-            cuda.Device(0).set_current()
+            cuda.GPU(0).set_current()
         for out, expected in outs.values():
             np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)
 

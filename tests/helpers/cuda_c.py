@@ -68,5 +68,5 @@ def load_compiled(ptx: str):
     architecture with nvJitLink and loaded as SASS, as Module.from_cuda does."""
     drv = cuda.get_driver()
     if drv.runs_sass and ptx_isa_version(ptx) > max_ptx_isa(drv.version()):
-        return cuda.Module.from_cubin(compiler.link_ptx(ptx, cuda.Device(0).compute_capability))
+        return cuda.Module.from_cubin(compiler.link_ptx(ptx, cuda.GPU(0).compute_capability))
     return cuda.Module.from_ptx(ptx)

@@ -14,7 +14,7 @@ the route.
 """
 import os
 
-from ...cuda import Device
+from ...cuda import GPU
 from ...cuda.context import ensure_context
 from ...frontend import dtypes as dt
 from ...frontend.tensor import Tensor
@@ -71,7 +71,7 @@ def _capability() -> tuple[int, int]:
     drv, ctx = ensure_context()
     key = (id(drv), ctx.ordinal)
     if key not in _capabilities:
-        _capabilities[key] = Device(ctx.ordinal).compute_capability
+        _capabilities[key] = GPU(ctx.ordinal).compute_capability
     return _capabilities[key]
 
 

@@ -44,7 +44,7 @@ def _code(call, *args) -> str:
 
 
 def test_attributes_say_unified_and_mappable(driver):
-    dev = cuda.Device(0)
+    dev = cuda.GPU(0)
     assert dev.attribute("UNIFIED_ADDRESSING") == 1
     assert dev.attribute("CAN_MAP_HOST_MEMORY") == 1
     assert dev.attribute("CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM") == 1

@@ -36,7 +36,7 @@ def test_ptx_that_ptxas_accepts_loads_and_runs(driver, version, target):
     ptx = _store_42(version, target)
     refusal = ptxas_refusal(ptx)
     assert refusal in ("", None), f"ptxas refuses the test's own PTX:\n{refusal}"
-    major, minor = cuda.Device(0).compute_capability
+    major, minor = cuda.GPU(0).compute_capability
     if int(target.split("_")[1]) > 10 * major + minor:
         pytest.skip(f"{target} is newer than this device")
     out = device_poisoned(4)

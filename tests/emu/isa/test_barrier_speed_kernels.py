@@ -17,7 +17,7 @@ bench_barriers = pytest.importorskip("bench_barriers")
 
 def _module(arch):
     pytest.importorskip("cuda.pathfinder")
-    if arch == "compute_90" and cuda.Device(0).compute_capability < (9, 0):
+    if arch == "compute_90" and cuda.GPU(0).compute_capability < (9, 0):
         pytest.skip("the sm_90 build needs an sm_90 device")
     try:
         return bench_barriers.module(arch)

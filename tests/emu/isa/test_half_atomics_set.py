@@ -35,7 +35,7 @@ def module(driver, arch):
     assert "atom.global.cas.b16" in ptx and "set.gt.f16x2.f16x2" in ptx
     if arch == "compute_90":
         assert "atom.add.noftz.bf16x2" in ptx
-        if driver.runs_sass and cuda.Device(0).compute_capability < (9, 0):
+        if driver.runs_sass and cuda.GPU(0).compute_capability < (9, 0):
             pytest.skip("sm_90 PTX needs an sm_90 GPU")
     return load_compiled(ptx)
 

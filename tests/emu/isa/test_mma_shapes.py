@@ -183,9 +183,9 @@ def test_mma_shape(driver, rng, case):
     shape, dtype, atype, btype, ctype, mods = case
     family = FAMILY.get(atype, atype)
     target = "sm_90" if (shape, family) in SM90 else "sm_89" if family == "f8" else "sm_80"
-    if target == "sm_90" and driver.runs_sass and cuda.Device(0).compute_capability < (9, 0):
+    if target == "sm_90" and driver.runs_sass and cuda.GPU(0).compute_capability < (9, 0):
         pytest.skip("f64 m16n8 shapes need an sm_90 GPU")
-    if target == "sm_89" and driver.runs_sass and cuda.Device(0).compute_capability < (8, 9):
+    if target == "sm_89" and driver.runs_sass and cuda.GPU(0).compute_capability < (8, 9):
         pytest.skip("the 8-bit floats need an sm_89 GPU")
     pa, pb, pc = LAYOUTS[(shape, family)]
     m, n, k = dims(shape)

@@ -196,7 +196,7 @@ def test_mma_sp(driver, rng, case):
     variant, shape, ctype, atype, btype, selector, mods = case
     f8 = atype in ("e4m3", "e5m2")
     target = "sm_89" if f8 else "sm_80"
-    if driver.runs_sass and cuda.Device(0).compute_capability < ((8, 9) if f8 else (8, 0)):
+    if driver.runs_sass and cuda.GPU(0).compute_capability < ((8, 9) if f8 else (8, 0)):
         pytest.skip(f"needs {target}")
     full, b, c, ra, rb, rc, e = operands_for(rng, shape, atype, btype, ctype, selector, ".satfinite" in mods,
                                              variant != "sp")

@@ -88,7 +88,7 @@ def simd_inputs(rng, n):
 def test_simd_intrinsics(driver, rng, arch):
     ptx = nvrtc_ptx(SOURCE, arch=arch)
     assert "vabsdiff4" in ptx and ("add.s16x2" in ptx) == (arch == "compute_90")
-    if arch == "compute_90" and driver.runs_sass and cuda.Device(0).compute_capability < (9, 0):
+    if arch == "compute_90" and driver.runs_sass and cuda.GPU(0).compute_capability < (9, 0):
         pytest.skip("sm_90 PTX needs an sm_90 GPU")
     mod = load_compiled(ptx)
     n = 256
@@ -113,7 +113,7 @@ def test_simd_intrinsics_with_a_uniform_operand(driver, rng, arch):
     half-word ones broadcast it against the per-thread a (they once failed: 'operands
     could not be broadcast together with shapes (4,256) (4,)')."""
     ptx = nvrtc_ptx(SCALAR_SOURCE, arch=arch)
-    if arch == "compute_90" and driver.runs_sass and cuda.Device(0).compute_capability < (9, 0):
+    if arch == "compute_90" and driver.runs_sass and cuda.GPU(0).compute_capability < (9, 0):
         pytest.skip("sm_90 PTX needs an sm_90 GPU")
     mod = load_compiled(ptx)
     n = 256

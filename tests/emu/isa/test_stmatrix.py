@@ -70,7 +70,7 @@ def stored(regs, rowmap, count, trans):
 
 @pytest.fixture
 def sm90_ptx(driver):
-    if driver.runs_sass and cuda.Device(0).compute_capability < (9, 0):
+    if driver.runs_sass and cuda.GPU(0).compute_capability < (9, 0):
         pytest.skip("stmatrix needs an sm_90 GPU")
     return load_compiled(nvrtc_ptx(SOURCE, arch="compute_90"))
 

@@ -114,7 +114,7 @@ def run_case(rng, case):
 
 @pytest.mark.parametrize("name", CASES)
 def test_wgmma_product(driver, rng, name):
-    if cuda.Device(0).compute_capability != (9, 0):
+    if cuda.GPU(0).compute_capability != (9, 0):
         pytest.skip("sm_90a kernels run on compute capability 9.0 only (H100, H200)")
     case = CASES[name]
     a, b, c, got = run_case(rng, case)

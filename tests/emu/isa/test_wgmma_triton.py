@@ -81,7 +81,7 @@ def inputs(rng, kind, shape):
 @pytest.mark.parametrize("name", CASES)
 def test_triton_matmul_sm90(driver, rng, name):
     kind, bm, bn, bk, a_mn, b_k, warps, stages = CASES[name]
-    if cuda.Device(0).compute_capability != (9, 0):
+    if cuda.GPU(0).compute_capability != (9, 0):
         pytest.skip("sm_90a kernels run on compute capability 9.0 only (H100, H200)")
     ptx, shared, kname = compile_matmul(kind, bm, bn, bk, warps, stages)
     m, n, k = 2 * bm, bn, 3 * bk
@@ -132,7 +132,7 @@ def attention(Q, K, V, O, N_CTX, D: tl.constexpr, BM: tl.constexpr, BN: tl.const
 
 @pytest.mark.parametrize("warps, stages", [(4, 2), (8, 3)])
 def test_triton_flash_attention_sm90(driver, rng, warps, stages):
-    if cuda.Device(0).compute_capability != (9, 0):
+    if cuda.GPU(0).compute_capability != (9, 0):
         pytest.skip("sm_90a kernels run on compute capability 9.0 only (H100, H200)")
     from triton.backends.compiler import GPUTarget
     bm, bn, d, n_ctx = 64, 64, 64, 256
