@@ -12,6 +12,7 @@ so it is taken off when the instructions come).
 Skips, saying so, where triton is not installed (pip install -e '.[triton]').
 """
 import math
+import re
 
 import numpy as np
 import pytest
@@ -223,15 +224,17 @@ def test_hopper_instructions_recorded():
     assert kernels["matmul_warp_specialized"].metadata.num_warps > 4       # a producer warpgroup
 
 
-def test_refusal_names_the_instruction():
+@pytest.mark.parametrize("name", ["matmul_descriptors", "matmul_warp_specialized"])
+def test_refusal_names_the_instruction(name):
     """Where the emulated GPU cannot run an sm_90a kernel, the load is refused naming an
-    instruction of the kernel (not a parse error about its operands)."""
+    instruction of the kernel and its line (not a parse error about its operands)."""
     sig = {"a": "*fp16", "b": "*fp16", "c": "*fp32", "M": "i32", "N": "i32", "K": "i32"}
-    kernel = compile_kernel(tk.matmul_descriptors, sig, TILES, 90)
+    kernel = compile_kernel(getattr(tk, name), sig, TILES, 90)
     try:
         kernel.function
     except cuda.CudaError as exc:
-        text = f"{exc} {exc.log or ''}"
-        assert any(i.split(".")[0] in text for i in hopper_instructions(kernel.ptx)), text
+        named = re.search(r"instruction '(\S+)' is not supported by the emulator: .* at line (\d+)", exc.log or "")
+        assert named, exc.log
+        assert named.group(1) in hopper_instructions(kernel.ptx), exc.log
     else:
         pytest.skip("this driver runs the kernel's Hopper instructions")
