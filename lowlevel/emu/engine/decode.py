@@ -41,7 +41,8 @@ from ..isa import divsqrt, fma32, numerics
 from ..isa.addressing import kernel_layout
 from ..isa.calls import inline_calls
 from ..isa.cluster import CLUSTER_BARRIER
-from ..isa.mbarrier import is_wait
+from ..isa.mbarrier import is_wait as mbarrier_wait
+from ..isa.setmaxnreg import is_wait as setmaxnreg_wait
 from ..isa.warpmask import sync_kind
 from ..isa.memops import after_barrier, ends_block
 from ..isa.operands import Mods, operands, unsupported, view_name
@@ -276,6 +277,11 @@ _TERMINATORS = {"bra", "ret", "exit"}
 
 
 # --- basic blocks -------------------------------------------------------------------
+def is_wait(ins) -> bool:
+    """An instruction at which threads may wait for other threads (an mbarrier wait, a
+    setmaxnreg.inc): alone in its block, so that they can park there (engine/waits.py)."""
+    return mbarrier_wait(ins) or setmaxnreg_wait(ins)
+
 
 
 def split_blocks(k: Kernel) -> list[Block]:
@@ -330,12 +336,14 @@ def _runtime_namespace() -> dict:
     } | RUNTIME
 
 
-def compile_kernel(k: Kernel) -> CompiledKernel:
-    """Decode a kernel into executable basic blocks (once per module load)."""
+def compile_kernel(k: Kernel, target: str = "sm_80") -> CompiledKernel:
+    """Decode a kernel into executable basic blocks (once per module load); `target` is the
+    module's .target (arch-specific instructions ask for sm_90a)."""
     if "b128" in k.registers.types():
         raise PtxError(k.line, f"{k.name}: .b128 registers are not supported yet")
     # Slots (storage) are given to registers on first use: declared ranges cost nothing.
     ck = CompiledKernel(k, split_blocks(k), {}, [], {})
+    ck.target = target
     labels = {lab: b.index for b in ck.blocks for lab in b.labels}
     exit_pc = len(ck.blocks)
     ck.layout = kernel_layout(k)
@@ -437,8 +445,7 @@ def load_ptx(text: str | bytes) -> PtxModule:
     mod = parse_ptx(text)
     for k in mod.kernels.values():
         inline_calls(k, mod)                # `call` of .func bodies: inlined per call site
-        k.compiled = compile_kernel(k)
-        k.compiled.target = mod.target
+        k.compiled = compile_kernel(k, mod.target)
         k.compiled.independent_threads = int(re.match(r"sm_(\d+)", mod.target).group(1)) >= 70
     return mod
 

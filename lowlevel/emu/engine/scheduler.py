@@ -197,6 +197,8 @@ class _Launch(SpacesMixin):
                 self._watchdog(pc)
             if observers and blk.barrier is not None:
                 self.notify("barrier", None)
+            if blk.waits and self.wait_failed is not None:    # warpgroups blocked: setmaxnreg.inc
+                return waits.split_blocked(self, pc, res, live)
             if type(res) is int:
                 pc = res
                 continue

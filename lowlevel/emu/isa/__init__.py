@@ -33,6 +33,7 @@
     swizzle.py     Hopper's shared-memory swizzle (32B/64B/128B), which TMA writes and wgmma reads
     memhints.py    prefetch prefetchu applypriority discard createpolicy
     asyncstore.py  st.async, red.async into a cluster peer's shared memory (sm_90)
+    setmaxnreg.py  setmaxnreg.inc/dec (sm_90a): warpgroups trade registers with the CTA's pool
     griddep.py     griddepcontrol (programmatic dependent launch): nothing to wait for here
     vecatom.py     atom/red.global.v2/.v4/.v8 (f32, f16, bf16 and pairs: add)
     mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
@@ -59,5 +60,5 @@ before it reads the registry; no family imports the decoder.
 """
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
                cvtpack, devassert, electszext, griddep, half, halfmore, heap, indirect, lowfloat, matrix, matrix_store,
-               mbarrier, memhints, memops, minmaxmore, mma_sparse, paramaddr, printf, recursion, simd, spacep,
+               mbarrier, memhints, memops, minmaxmore, mma_sparse, paramaddr, printf, recursion, setmaxnreg, simd, spacep,
                specials, vecatom, videoscalar, warp, wmma)
