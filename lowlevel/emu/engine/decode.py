@@ -297,8 +297,10 @@ def split_blocks(k: Kernel) -> list[Block]:
         warp = sync_kind(item)
         # a wait is alone in its block; a warp instruction starts one, so that lanes can
         # wait there before the block has done anything (isa/warpmask.py), and
-        # bar.warp.sync is alone, so that its waiters pass it to the next block
-        if (is_wait(item) or warp) and cur.instructions:
+        # bar.warp.sync is alone, so that its waiters pass it to the next block; a barrier
+        # does not end a warp instruction's block (threads parked at either would look alike)
+        after_warp = ends_block(item) and cur.instructions and sync_kind(cur.instructions[0])
+        if (is_wait(item) or warp or after_warp) and cur.instructions:
             blocks.append(cur)
             cur = Block(len(blocks), [], [])
         cur.instructions.append(item)
