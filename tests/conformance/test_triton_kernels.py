@@ -27,7 +27,8 @@ WGMMA = "wgmma.fence, wgmma.mma_async, wgmma.commit_group, wgmma.wait_group"
 TMA = ("tensormap.replace.tile.*, tensormap.cp_fenceproxy, cp.async.bulk.tensor.2d, "
        "fence.proxy.tensormap::generic")
 # What each sm_90a kernel is refused for on the emulated GPU today (the instructions
-# test_hopper_instructions_recorded finds in its PTX).
+# test_hopper_instructions_recorded finds in its PTX). With wgmma and TMA in (branches
+# i22wgmma and i22tma: all nine ran and agreed with numpy on a scratch merge), this is {}.
 HOPPER_REFUSED = {
     "matmul_f16": f"needs wgmma: {WGMMA} (m64n64k16 .f32.f16.f16)",
     "matmul_bf16": f"needs wgmma: {WGMMA} (m64n64k16 .f32.bf16.bf16)",
@@ -56,26 +57,22 @@ def on(arch: int, name: str):
     return pytest.param(arch, id=f"sm_{arch}")
 
 
-def rng():
-    return np.random.default_rng()
-
-
 # ---- elementwise and row-wise kernels ------------------------------------------------------
 @pytest.mark.parametrize("arch", ARCHS, ids=lambda a: f"sm_{a}")
-def test_vector_add(arch):
+def test_vector_add(arch, rng):
     k = compile_kernel(tk.vector_add, {"x": "*fp32", "y": "*fp32", "z": "*fp32", "n": "i32"}, {"BLOCK": 256}, arch)
     n = 1000                                            # not a multiple of BLOCK: the mask matters
-    x, y = (rng().standard_normal(n).astype(np.float32) for _ in range(2))
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
     z = poisoned(n, np.float32)
     k.launch((math.ceil(n / 256),), device(x), device(y), z, n)
     np.testing.assert_array_equal(host(z, n, np.float32), x + y)   # one f32 rounding each
 
 
 @pytest.mark.parametrize("arch", ARCHS, ids=lambda a: f"sm_{a}")
-def test_softmax(arch):
+def test_softmax(arch, rng):
     rows, cols = 6, 100
     k = compile_kernel(tk.softmax, {"x": "*fp32", "y": "*fp32", "cols": "i32"}, {"BLOCK": 128}, arch)
-    x = (4 * rng().standard_normal((rows, cols))).astype(np.float32)
+    x = (4 * rng.standard_normal((rows, cols))).astype(np.float32)
     y = poisoned((rows, cols), np.float32)
     k.launch((rows,), device(x), y, cols)
     e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
@@ -89,13 +86,12 @@ def test_softmax(arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS, ids=lambda a: f"sm_{a}")
-def test_layernorm(arch):
+def test_layernorm(arch, rng):
     rows, cols = 5, 200
     sig = {"x": "*fp32", "w": "*fp32", "b": "*fp32", "y": "*fp32", "cols": "i32", "eps": "fp32"}
     k = compile_kernel(tk.layernorm, sig, {"BLOCK": 256}, arch)
-    r = rng()
-    x = (3 + 2 * r.standard_normal((rows, cols))).astype(np.float32)
-    w, b = r.standard_normal(cols).astype(np.float32), r.standard_normal(cols).astype(np.float32)
+    x = (3 + 2 * rng.standard_normal((rows, cols))).astype(np.float32)
+    w, b = rng.standard_normal(cols).astype(np.float32), rng.standard_normal(cols).astype(np.float32)
     eps = 1e-5
     y = poisoned((rows, cols), np.float32)
     k.launch((rows,), device(x), device(w), device(b), y, cols, eps)
@@ -159,7 +155,7 @@ def _check_product(got, av, bv, kind):
 
 @pytest.mark.parametrize("kind", list(POINTER))
 @pytest.mark.parametrize("arch", ARCHS, ids=lambda a: f"sm_{a}")
-def test_matmul(arch, kind, request):
+def test_matmul(arch, kind, request, rng):
     if arch == 90 and f"matmul_{kind}" in HOPPER_REFUSED:
         request.applymarker(pytest.mark.xfail(strict=True, reason=HOPPER_REFUSED[f"matmul_{kind}"]))
     if arch == 80 and kind == "e4m3":
@@ -169,7 +165,7 @@ def test_matmul(arch, kind, request):
            "M": "i32", "N": "i32", "K": "i32"}
     extra = {"PRECISION": "tf32" if kind == "tf32" else "ieee", "INTEGER": kind == "s8"}
     k = compile_kernel(tk.matmul, sig, {**TILES, **extra}, arch)
-    av, a, bv, b = _operands(kind, rng())
+    av, a, bv, b = _operands(kind, rng)
     c = poisoned((M, N), out)
     k.launch((M // 64, N // 64), device(a), device(b), c, M, N, K)
     _check_product(host(c, (M, N), out), av, bv, kind)
@@ -177,32 +173,32 @@ def test_matmul(arch, kind, request):
 
 @pytest.mark.parametrize("name", ["matmul_descriptors", "matmul_warp_specialized"])
 @pytest.mark.parametrize("arch", ARCHS, ids=lambda a: f"sm_{a}")
-def test_matmul_tma(arch, name, request):
+def test_matmul_tma(arch, name, request, rng):
     if arch == 90:
         request.applymarker(pytest.mark.xfail(strict=True, reason=HOPPER_REFUSED[name]))
     sig = {"a": "*fp16", "b": "*fp16", "c": "*fp32", "M": "i32", "N": "i32", "K": "i32"}
     k = compile_kernel(getattr(tk, name), sig, TILES, arch)
-    av, a, bv, b = _operands("f16", rng())
+    av, a, bv, b = _operands("f16", rng)
     c = poisoned((M, N), np.float32)
     k.launch((M // 64, N // 64), device(a), device(b), c, M, N, K)
     _check_product(host(c, (M, N), np.float32), av, bv, "f16")
 
 
 @pytest.mark.parametrize("arch", [on(a, "attention") for a in ARCHS])
-def test_flash_attention(arch):
+def test_flash_attention(arch, rng):
     L, D = 128, 32
     sig = {"q": "*fp16", "k": "*fp16", "v": "*fp16", "o": "*fp32", "L": "i32", "scale": "fp32"}
     k = compile_kernel(tk.attention, sig, {"BM": 64, "BN": 32, "D": D}, arch)
-    r = rng()
-    q, kk, v = (r.standard_normal((L, D)).astype(np.float16) for _ in range(3))
+    q, kk, v = (rng.standard_normal((L, D)).astype(np.float16) for _ in range(3))
     scale = 1 / math.sqrt(D)
     o = poisoned((L, D), np.float32)
     k.launch((L // 64,), device(q), device(kk), device(v), o, L, scale)
     s = q.astype(np.float64) @ kk.astype(np.float64).T * scale
     p = np.exp(s - s.max(axis=1, keepdims=True))
     ref = (p / p.sum(axis=1, keepdims=True)) @ v.astype(np.float64)
-    # P is rounded to f16 (2^-11 relative) before P V; the exps and sums add far less
-    bound = 2.0 ** -9 * np.abs(v.astype(np.float64)).max(axis=0) + 0 * ref
+    # P is rounded to f16 (2^-11 relative, and its rows sum to 1) before P V: at most
+    # 2^-11 max |v| per column; the exps, sums and the f32 accumulation add far less (x 4)
+    bound = 2.0 ** -9 * np.abs(v.astype(np.float64)).max(axis=0)
     assert np.all(np.abs(host(o, (L, D), np.float32) - ref) <= bound)
 
 
