@@ -153,6 +153,13 @@ def _check_product(got, av, bv, kind):
     assert np.all(err <= rel * scale + 1e-30), f"max error {err.max()} (bound {(rel * scale).max()})"
 
 
+def matmul_kernel(kind: str, arch: int):
+    sig = {"a": POINTER[kind], "b": POINTER[kind], "c": "*i32" if kind == "s8" else "*fp32",
+           "M": "i32", "N": "i32", "K": "i32"}
+    extra = {"PRECISION": "tf32" if kind == "tf32" else "ieee", "INTEGER": kind == "s8"}
+    return compile_kernel(tk.matmul, sig, {**TILES, **extra}, arch)
+
+
 @pytest.mark.parametrize("kind", list(POINTER))
 @pytest.mark.parametrize("arch", ARCHS, ids=lambda a: f"sm_{a}")
 def test_matmul(arch, kind, request, rng):
@@ -161,10 +168,7 @@ def test_matmul(arch, kind, request, rng):
     if arch == 80 and kind == "e4m3":
         pytest.skip("Triton 3.9 offers fp8e4nv (e4m3) for sm_89 and later only")
     out = np.int32 if kind == "s8" else np.float32
-    sig = {"a": POINTER[kind], "b": POINTER[kind], "c": "*i32" if kind == "s8" else "*fp32",
-           "M": "i32", "N": "i32", "K": "i32"}
-    extra = {"PRECISION": "tf32" if kind == "tf32" else "ieee", "INTEGER": kind == "s8"}
-    k = compile_kernel(tk.matmul, sig, {**TILES, **extra}, arch)
+    k = matmul_kernel(kind, arch)
     av, a, bv, b = _operands(kind, rng)
     c = poisoned((M, N), out)
     k.launch((M // 64, N // 64), device(a), device(b), c, M, N, K)
@@ -207,14 +211,20 @@ def test_hopper_instructions_recorded():
     """HOPPER_REFUSED/HOPPER_FAMILIES say what Triton 3.9 emits for sm_90a: each kernel's PTX
     uses exactly the Hopper families recorded for it (so the xfail reasons stay true)."""
     sig = {"a": "*fp16", "b": "*fp16", "c": "*fp32", "M": "i32", "N": "i32", "K": "i32"}
+    attention = {"q": "*fp16", "k": "*fp16", "v": "*fp16", "o": "*fp32", "L": "i32", "scale": "fp32"}
     kernels = {
-        "matmul_f16": compile_kernel(tk.matmul, sig, {**TILES, "PRECISION": "ieee", "INTEGER": False}, 90),
+        **{f"matmul_{kind}": matmul_kernel(kind, 90) for kind in POINTER},
+        "attention": compile_kernel(tk.attention, attention, {"BM": 64, "BN": 32, "D": 32}, 90),
         "matmul_descriptors": compile_kernel(tk.matmul_descriptors, sig, TILES, 90),
         "matmul_warp_specialized": compile_kernel(tk.matmul_warp_specialized, sig, TILES, 90),
         "softmax": compile_kernel(tk.softmax, {"x": "*fp32", "y": "*fp32", "cols": "i32"}, {"BLOCK": 128}, 90),
     }
     for name, kernel in kernels.items():
         assert hopper_families(kernel.ptx) == HOPPER_FAMILIES[name], (name, hopper_instructions(kernel.ptx))
+        for ins in hopper_instructions(kernel.ptx):
+            if ins.startswith("wgmma.mma_async") and "(m64" in HOPPER_REFUSED.get(name, "(m64"):
+                shape, types = ins.split(".aligned.")[1].split(".", 1)        # the shape and types named
+                assert f"({shape} .{types})" in HOPPER_REFUSED.get(name, f"({shape} .{types})"), (name, ins)
     ws = hopper_instructions(kernels["matmul_warp_specialized"].ptx)
     assert {"setmaxnreg.inc.sync.aligned.u32", "setmaxnreg.dec.sync.aligned.u32"} <= set(ws)
     assert kernels["matmul_warp_specialized"].metadata.num_warps > 4       # a producer warpgroup
