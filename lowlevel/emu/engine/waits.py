@@ -124,6 +124,21 @@ def split_blocked(launch, pc: int, next_pc: int, live):
     return pcs
 
 
+def parked_note(launch, pcs, cta: int) -> str:
+    """For a barrier deadlock report: the threads of batch CTA `cta` parked at waits
+    (setmaxnreg.inc, mbarrier waits) rather than at the barriers, and where."""
+    exit_pc = launch.ck.exit_pc
+    mine = pcs[cta * launch.padded:(cta + 1) * launch.padded]
+    parked = mine[(mine > exit_pc) & (mine <= exit_pc + len(launch.ck.blocks))] - (exit_pc + 1)
+    notes = []
+    for b in np.unique(parked):
+        block = launch.ck.blocks[int(b)]
+        if block.waits:
+            ins = block.instructions[0]
+            notes.append(f", {int(np.count_nonzero(parked == b))} at {ins.text} (PTX line {ins.line})")
+    return "".join(notes)
+
+
 def deadlock(launch, pcs) -> None:
     """Every remaining lane waits at an mbarrier wait that failed (or a setmaxnreg.inc the
     pool could not serve) since the last progress."""
@@ -153,4 +168,4 @@ def converged_stall(launch, iid: int) -> None:
     launch.wait_stall = mark
 
 
-__all__ = ["init_state", "back_edge", "release_yielded", "park_failed", "retry_waiters", "waiter_mask", "deadlock", "converged_stall", "split_blocked"]
+__all__ = ["init_state", "back_edge", "release_yielded", "park_failed", "retry_waiters", "waiter_mask", "deadlock", "converged_stall", "split_blocked", "parked_note"]
