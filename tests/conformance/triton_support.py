@@ -27,7 +27,7 @@ import pytest
 from lowlevel import cuda
 
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")     # Triton 3.9's default, said (no warning)
-triton = pytest.importorskip("triton", reason="triton not installed (pip install -e '.[triton]')")
+triton = pytest.importorskip("triton", reason="triton not installed (pip install -e '.[triton]')", exc_type=ImportError)
 from triton.backends.compiler import GPUTarget  # noqa: E402  (after the import check)
 from triton.compiler import ASTSource  # noqa: E402
 
