@@ -11,7 +11,8 @@ figures are for launches that computed the right thing.
     python tools/bench_emu.py [--repeat 3] [--no-numba] [--numba-n 8192] [--only sgemm_tiled ...]
 
 Kernels: vector_add over 2^20 floats, sgemm_tiled 256x256x256, reduce_sum_f32 over 2^22,
-softmax_rows_f32 over 1024x1024, hgemm_mma 512x512x512 (float16 on the tensor cores), libdevice's
+softmax_rows_f32 over 1024x1024, hgemm_mma 512x512x512 (float16 on the tensor cores) and beside it
+hgemm_wgmma_tma 512^3 (Hopper: TMA and wgmma, tools/bench_hopper.py), libdevice's
 double exp and erfc (CUDA C by NVRTC) over 60,000 threads. Then numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1, in a
 subprocess so the variable is set before numba is imported) runs the same vector add on
 2^13 elements, and the per-element times are compared. numba is a tool dependency only:
@@ -44,6 +45,7 @@ import numpy as np  # noqa: E402
 from lowlevel import cuda, emu, kernels  # noqa: E402
 
 import bench_barriers  # noqa: E402  (tools/, beside this file)
+import bench_hopper  # noqa: E402
 import bench_small  # noqa: E402
 
 TARGETS = {"vector_add": 0.100, "sgemm_tiled": 0.080}   # seconds per launch
@@ -331,7 +333,7 @@ def main():
     ap.add_argument("--numba-repeat", type=int, default=2)
     ap.add_argument("--only", action="append", metavar="KEY",
                     help="run only this kernel (repeatable): vector_add, sgemm_tiled, reduce_sum, "
-                         "softmax, hgemm_mma, f64_exp, f64_erfc, copy_barrier_sm90, copy_barrier_sm80, "
+                         "softmax, hgemm_mma, hgemm_wgmma_tma, f64_exp, f64_erfc, copy_barrier_sm90, copy_barrier_sm80, "
                          "loop_arrive_wait, loop_syncthreads, fast_math, precise_math, small_grid_64, "
                          "large_grid_64; implies --no-numba")
     args = ap.parse_args()
@@ -351,6 +353,9 @@ def main():
               lambda: setup_reduce(rng, sm_count), lambda: setup_softmax(rng), lambda: setup_hgemm(rng)]
     names = [("vector_add 2^20", "vector_add"), ("sgemm_tiled 256^3", "sgemm_tiled"),
              ("reduce_sum 2^22", "reduce_sum"), ("softmax 1024x1024", "softmax"), ("hgemm_mma 512^3", "hgemm_mma")]
+    for setup, name in bench_hopper.setups(rng):     # hgemm_wgmma_tma 512^3 beside hgemm_mma
+        setups.append(setup)
+        names.append(name)
     for fn in ("exp", "erfc"):                  # libdevice double math (fma.rn.f64 heavy)
         setups.append(lambda fn=fn: setup_libdevice_f64(rng, fn))
         names.append((f"libdevice f64 {fn} 60000", f"f64_{fn}"))

@@ -4,9 +4,12 @@ Every ``ptx/*.ptx`` file (found by glob, so new files are checked
 automatically) must:
 
 * assemble with ptxas for sm_80 and for sm_90 (each file x arch is its own test);
+  a file for an architecture-specific target (``.target sm_90a``: wgmma, setmaxnreg)
+  assembles for that target only, since no other GPU runs it;
 * carry the conservative header: ``.version`` no newer than 7.8 (the files use
   7.0 = CUDA 11.0, so any driver since CUDA 11 can JIT them), a ``.target``
-  and ``.address_size 64``;
+  and ``.address_size 64``; an sm_90a file says ``.version 8.0``, the first PTX ISA
+  that knows sm_90a (any driver since CUDA 12.0);
 * be commented line by line: every instruction line has a ``//`` comment on
   the same line or on the line just above, because these files are teaching
   material.
@@ -27,6 +30,8 @@ PTX_DIR = Path(__file__).resolve().parents[2] / "ptx"
 PTX_FILES = sorted(PTX_DIR.glob("*.ptx"))
 ARCHS = ["sm_80", "sm_90"]
 MAX_VERSION = (7, 8)
+# architecture-specific targets: the newest .version a file for them may say
+ARCH_SPECIFIC_MAX_VERSION = {"sm_90a": (8, 0)}
 
 
 def _ptxas() -> str | None:
@@ -45,8 +50,32 @@ def test_ptx_directory_has_kernels():
     assert PTX_FILES, f"no *.ptx files found in {PTX_DIR}"
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("path", PTX_FILES, ids=_ids(PTX_FILES))
+def _strip_block_comments(text: str) -> str:
+    """Replace /* ... */ comments by blank lines, keeping line numbers."""
+    return re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+
+
+def _directives(text: str) -> dict[str, str]:
+    found = {}
+    for line in _strip_block_comments(text).splitlines():
+        code = line.split("//", 1)[0].strip()
+        m = re.match(r"^\.(version|target|address_size)\s+(.+?)\s*;?\s*$", code)
+        if m and m.group(1) not in found:
+            found[m.group(1)] = m.group(2)
+    return found
+
+
+def _target(path: Path) -> str:
+    return _directives(path.read_text()).get("target", "").split(",")[0].strip()
+
+
+def _builds():
+    """(file, arch) pairs: every arch of ARCHS, or the file's own architecture-specific target."""
+    return [pytest.param(p, t if t in ARCH_SPECIFIC_MAX_VERSION else a, id=f"{p.name}-{a}")
+            for p in PTX_FILES for t in [_target(p)] for a in ([t] if t in ARCH_SPECIFIC_MAX_VERSION else ARCHS)]
+
+
+@pytest.mark.parametrize("path, arch", _builds())
 def test_ptxas_assembles(path: Path, arch: str, tmp_path: Path):
     ptxas = _ptxas()
     if ptxas is None:
@@ -69,21 +98,6 @@ def test_ptxas_assembles(path: Path, arch: str, tmp_path: Path):
     assert out.exists() and out.stat().st_size > 0, f"ptxas wrote no output for {path.name}"
 
 
-def _strip_block_comments(text: str) -> str:
-    """Replace /* ... */ comments by blank lines, keeping line numbers."""
-    return re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
-
-
-def _directives(text: str) -> dict[str, str]:
-    found = {}
-    for line in _strip_block_comments(text).splitlines():
-        code = line.split("//", 1)[0].strip()
-        m = re.match(r"^\.(version|target|address_size)\s+(.+?)\s*;?\s*$", code)
-        if m and m.group(1) not in found:
-            found[m.group(1)] = m.group(2)
-    return found
-
-
 @pytest.mark.parametrize("path", PTX_FILES, ids=_ids(PTX_FILES))
 def test_header_is_conservative(path: Path):
     d = _directives(path.read_text())
@@ -91,12 +105,13 @@ def test_header_is_conservative(path: Path):
     m = re.fullmatch(r"(\d+)\.(\d+)", d["version"])
     assert m, f"{path.name}: cannot parse .version {d['version']!r}"
     version = (int(m.group(1)), int(m.group(2)))
-    assert version <= MAX_VERSION, (
-        f"{path.name}: .version {d['version']} is newer than "
-        f"{MAX_VERSION[0]}.{MAX_VERSION[1]}; older drivers could not JIT it"
-    )
     assert "target" in d, f"{path.name}: no .target directive"
-    assert re.fullmatch(r"sm_\d+", d["target"].split(",")[0].strip()), (
+    newest = ARCH_SPECIFIC_MAX_VERSION.get(_target(path), MAX_VERSION)
+    assert version <= newest, (
+        f"{path.name}: .version {d['version']} is newer than "
+        f"{newest[0]}.{newest[1]}; older drivers could not JIT it"
+    )
+    assert re.fullmatch(r"sm_\d+a?", d["target"].split(",")[0].strip()), (
         f"{path.name}: unexpected .target {d['target']!r}"
     )
     assert d.get("address_size") == "64", f"{path.name}: expected .address_size 64"

@@ -287,8 +287,10 @@ def split_blocks(k: Kernel) -> list[Block]:
         role = block_role(item)           # its family's declaration (isa/registry.py)
         # a wait is alone in its block; a warp instruction starts one, so that lanes can
         # wait there before the block has done anything (isa/warpmask.py), and
-        # bar.warp.sync is alone, so that its waiters pass it to the next block
-        if (role.waits or role.warp_sync) and cur.instructions:
+        # bar.warp.sync is alone, so that its waiters pass it to the next block; a barrier
+        # does not end a warp instruction's block (threads parked at either would look alike)
+        after_warp = role.ends_block and cur.instructions and block_role(cur.instructions[0]).warp_sync
+        if (role.waits or role.warp_sync or after_warp) and cur.instructions:
             blocks.append(cur)
             cur = Block(len(blocks), [], [])
         cur.instructions.append(item)

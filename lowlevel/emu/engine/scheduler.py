@@ -213,6 +213,8 @@ class _Launch(SpacesMixin):
                 self._watchdog(pc)
             if observers and blk.barrier is not None:
                 self.notify("barrier", None)
+            if blk.waits and self.wait_failed is not None:    # warpgroups blocked: setmaxnreg.inc
+                return waits.split_blocked(self, pc, res, live)
             if type(res) is int:
                 pc = res
                 continue
@@ -368,8 +370,8 @@ class _Launch(SpacesMixin):
             raise KernelFault(
                 "CUDA_ERROR_LAUNCH_FAILED",
                 f"{self.name}: barrier deadlock in block {self.block_name(c)}: its "
-                f"{n_live} remaining threads wait at {lines}; none of these barriers can "
-                f"complete (exited threads count as arrived)")
+                f"{n_live} remaining threads wait at {lines}{waits.parked_note(self, pcs, c)}; none of these "
+                f"barriers can complete (exited threads count as arrived)")
         pcs[waiting[release]] = bblk[release] + 1
         if self.ck.reductions:          # bar.red: each CTA's reduction to its lanes (barred.py)
             HOOKS["barrier_release"](self, waiting[release], bblk[release], key[release])

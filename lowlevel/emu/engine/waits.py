@@ -39,7 +39,7 @@ def init_state(launch) -> None:
     """What a launch keeps for waits: the failed lanes of the last wait, whether anything
     ran since waiters parked, the converged path's last all-failed wait, how many mbarrier
     updates ran, the divergent path's jumps back since the last yield."""
-    launch.wait_failed = None
+    launch.wait_failed = None       # lanes of the last wait that failed (None: none did)
     launch.wait_progress = False
     launch.wait_stall = None
     launch.mbar_updates = 0
@@ -107,11 +107,47 @@ def _wait_flags(launch):
     return ck.wait_blocks
 
 
-def deadlock(launch, pcs) -> None:
-    """Every remaining lane waits at an mbarrier wait that failed since the last progress."""
+def split_blocked(launch, pc: int, next_pc: int, live):
+    """On the converged path, some lanes of wait block `pc` could not go on (warpgroups that
+    setmaxnreg.inc blocked: launch.wait_failed): the per-lane PCs of the divergent path,
+    those parked at the wait, the others at `next_pc`."""
+    blocked = launch.wait_failed
+    launch.wait_failed = None
     exit_pc = launch.ck.exit_pc
-    parked = np.unique(pcs[pcs > exit_pc] - (exit_pc + 1))
-    lines = ", ".join(f"PTX line {launch.ck.blocks[b].instructions[0].line}" for b in parked)
+    pcs = np.full(launch.n_lanes, exit_pc, dtype=np.int32)
+    alive = np.ones(launch.n_lanes, bool) if live is None else live
+    pcs[alive] = next_pc
+    pcs[alive & blocked] = exit_pc + 1 + pc
+    launch.wait_progress = not blocked[alive].all()
+    return pcs
+
+
+def parked_note(launch, pcs, cta: int) -> str:
+    """For a barrier deadlock report: the threads of batch CTA `cta` parked at waits
+    (setmaxnreg.inc, mbarrier waits) rather than at the barriers, and where."""
+    exit_pc = launch.ck.exit_pc
+    mine = pcs[cta * launch.padded:(cta + 1) * launch.padded]
+    parked = mine[(mine > exit_pc) & (mine <= exit_pc + len(launch.ck.blocks))] - (exit_pc + 1)
+    notes = []
+    for b in np.unique(parked):
+        block = launch.ck.blocks[int(b)]
+        if block.waits:
+            ins = block.instructions[0]
+            notes.append(f", {int(np.count_nonzero(parked == b))} at {ins.text} (PTX line {ins.line})")
+    return "".join(notes)
+
+
+def deadlock(launch, pcs) -> None:
+    """Every remaining lane waits at an mbarrier wait that failed (or a setmaxnreg.inc the
+    pool could not serve) since the last progress."""
+    exit_pc = launch.ck.exit_pc
+    parked = [launch.ck.blocks[b].instructions[0] for b in np.unique(pcs[pcs > exit_pc] - (exit_pc + 1))]
+    lines = ", ".join(f"PTX line {ins.line}" for ins in parked)
+    if all(ins.opcode == "setmaxnreg" for ins in parked):
+        raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
+                          f"{launch.name}: setmaxnreg deadlock: every remaining thread waits at a "
+                          f"setmaxnreg.inc ({lines}: {parked[0].text}) for registers that no "
+                          f"warpgroup of its CTA will release")
     raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
                       f"{launch.name}: mbarrier deadlock: every remaining thread waits at an "
                       f"mbarrier wait ({lines}) for a phase that no thread can complete")
@@ -130,4 +166,4 @@ def converged_stall(launch, iid: int) -> None:
     launch.wait_stall = mark
 
 
-__all__ = ["init_state", "back_edge", "release_yielded", "park_failed", "retry_waiters", "waiter_mask", "deadlock", "converged_stall"]
+__all__ = ["init_state", "back_edge", "release_yielded", "park_failed", "retry_waiters", "waiter_mask", "deadlock", "converged_stall", "split_blocked", "parked_note"]

@@ -51,6 +51,7 @@
                    before_emit hook); part of the wgmma family, its per-launch state
     memhints.py    prefetch prefetchu applypriority discard createpolicy
     asyncstore.py  st.async, red.async into a cluster peer's shared memory (sm_90)
+    setmaxnreg.py  setmaxnreg.inc/dec (sm_90a): warpgroups trade registers with the CTA's pool
     griddep.py     griddepcontrol (programmatic dependent launch): nothing to wait for here
     vecatom.py     atom/red.global.v2/.v4/.v8 (f32, f16, bf16 and pairs: add)
     mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
@@ -81,5 +82,5 @@ forms: half, half_compare_convert, cvtpack, lowfloat, vecatom, asyncstore, mma_s
 """
 from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
                cvtpack, devassert, electszext, griddep, half, half_compare_convert, heap, indirect, lowfloat, matrix,
-               matrix_store, mbarrier, memhints, memops, mma_sparse, paramaddr, printf, recursion, simd, spacep,
+               matrix_store, mbarrier, memhints, memops, mma_sparse, paramaddr, printf, recursion, setmaxnreg, simd, spacep,
                specials, tensormap_ops, vecatom, videoscalar, warp, wgmma, wmma)

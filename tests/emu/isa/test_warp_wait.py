@@ -194,3 +194,37 @@ def test_a_logical_warp_goes_on_while_the_other_half_waits(mem, rng, monkeypatch
     finally:
         for b in (xb, out, flag):
             b.free()
+
+
+def test_threads_at_a_barrier_in_a_warp_instructions_block_are_not_warp_waiters(mem, rng):
+    """A block that starts with a warp instruction (shfl.sync, elect.sync: Triton's sm_90a
+    code has many) and ends with bar.sync: warp 0 parks at that barrier, warp 1 at another
+    bar.sync; when no thread can run, the barrier releases both (the parked threads were taken
+    for lanes waiting at the shuffle, and the emulated GPU failed with an internal error)."""
+    text = HEADER + """
+.visible .entry w(.param .u64 x, .param .u64 out) {
+  .reg .u32 %r<8>; .reg .u64 %rd<6>; .reg .pred %p<4>;
+  ld.param.u64 %rd1, [x];
+  ld.param.u64 %rd4, [out];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd2, %r1, 4;
+  add.u64 %rd3, %rd1, %rd2;
+  ld.global.u32 %r3, [%rd3];
+  setp.ge.u32 %p1, %r1, 32;
+  @%p1 bra SECOND;
+  shfl.sync.bfly.b32 %r5, %r3, 1, 31, 0xffffffff;
+  bar.sync 0;
+  bra DONE;
+SECOND:
+  add.u32 %r5, %r3, 7;
+  bar.sync 0;
+DONE:
+  add.u64 %rd5, %rd4, %rd2;
+  st.global.u32 [%rd5], %r5;
+  ret;
+}"""
+    x = rng.integers(0, 1000, 64, dtype=np.uint32)
+    out = Buf(mem, n=64, dtype=np.uint32)
+    launch(load_ptx(text), "w", 1, 64, Buf(mem, x), out, mem=mem)
+    want = np.concatenate([x[:32].reshape(16, 2)[:, ::-1].ravel(), x[32:] + 7])
+    np.testing.assert_array_equal(out.read(), want)
