@@ -16,7 +16,7 @@ from lowlevel.backends.ptx import ptx_source
 
 def hgemm():
     """The kernel's function (sm_90a: compute capability 9.0 only, as the emulated GPU is)."""
-    if cuda.Device(0).compute_capability != (9, 0):
+    if cuda.GPU(0).compute_capability != (9, 0):
         pytest.skip("sm_90a kernels run on compute capability 9.0 only (H100, H200)")
     return cuda.Module.from_ptx(ptx_source("hgemm_wgmma_tma")).get_function("hgemm_wgmma_tma")
 
