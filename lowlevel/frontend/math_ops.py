@@ -66,25 +66,16 @@ floor, ceil, round, trunc = (_rounding(op) for op in ("floor", "ceil", "round", 
 
 
 def _bitwise(op: str, a, b) -> Tensor:
+    """a OP b on bool and integer operands, in their result type (promotion.py) like every
+    binary op: ops.checked_binary checks devices and shapes and casts."""
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"{op}: needs at least one tensor")
-    like = a if isinstance(a, Tensor) else b
     for x in (a, b):
         if isinstance(x, Tensor) and x.dtype.is_float:
             raise TypeError(f"{op}: is only defined for bool and integer tensors, got {_describe(x)}")
         if not isinstance(x, (Tensor, bool, int)):
             raise TypeError(f"{op}: cannot combine a tensor with {type(x).__name__}")
-    if like.dtype is dt.bool_ and any(type(x) is int for x in (a, b)):
-        like = like.to(dt.int64)         # a mask & 5: an integer result, as in PyTorch
-        a, b = (like if isinstance(x, Tensor) else x for x in (a, b))
-    a, b = (x if isinstance(x, Tensor) else scalar_tensor(x, like.dtype, like.device) for x in (a, b))
-    if a.dtype is not b.dtype:           # bool with an integer: the integer; int32 with int64: int64
-        wide = dt.int64 if dt.bool_ not in (a.dtype, b.dtype) else (a.dtype if b.dtype is dt.bool_ else b.dtype)
-        a, b = a.to(wide), b.to(wide)
-    if a.device != b.device:
-        raise ValueError(f"{op}: operands are on different devices: {_describe(a)} and {_describe(b)}")
-    broadcast_shapes(op, a.shape, b.shape)
-    return call(op, a, b)
+    return ops.checked_binary(op, a, b)
 
 
 def bitwise_and(a, b) -> Tensor:

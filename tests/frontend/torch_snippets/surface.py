@@ -214,3 +214,12 @@ def snippet_randint_range(): return bool(((T.randint(-3, 3, (1000,)) >= -3).all(
 def snippet_rand_range(): return bool(((T.rand(1000) < 1).all()))
 def snippet_arange_float(): return T.arange(0, 1, 0.25)
 def snippet_eye(): return T.eye(3, 4)
+
+
+def snippet_bitwise_and_with_a_0d_int64_keeps_int32():
+    # a 0-d tensor raises the category, never the width (torch.result_type): int32
+    return T.tensor([5, 6], dtype=T.int32) & T.tensor(3)
+
+
+def snippet_bitwise_or_bool_mask_with_0d_int32():
+    return T.tensor([True, False]) | T.tensor(2, dtype=T.int32)
