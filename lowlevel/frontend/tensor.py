@@ -9,9 +9,15 @@ The methods that run an op are attached to Tensor by the modules that define the
 need Tensor themselves (so this module imports none of them and there is no import cycle).
 Where to find each, once lowlevel.frontend is imported:
 
-    ops.py             the operators (+ - * / @, comparisons, unary -, abs, **, t[i]) and the
-                       op methods: sum mean max min softmax relu exp sqrt ... to contiguous clone
+    ops.py             the operators (+ - * / @, comparisons, unary -, abs, **) and the op
+                       methods: relu exp sqrt ... argmax to contiguous clone
                        (+ - * / and relu are fast_ops.py's one-frame paths, with ops.py's checks)
+    division.py        // and % (floor_divide, remainder, their reflected and in-place forms)
+    reductions.py      sum mean max min softmax (over ops.py's kernels: max(dim) as (values,
+                       indices)), amax amin prod cumsum cumprod var std logsumexp norm all any,
+                       sort argsort topk kthvalue
+    indexing.py        gather scatter scatter_add index_select masked_fill nonzero (and _ forms)
+    advanced_indexing.py  t[i] and t[i] = v: integer tensors and lists, masks, then ops.py's views
     inplace.py         add_ sub_ mul_ div_ clamp_ fill_ zero_ copy_, += -= *= /=, t[i] = v
     joining.py         unsqueeze squeeze flatten, half float double, float(t) int(t)
     autograd/record.py backward detach requires_grad_ is_leaf
