@@ -10,10 +10,11 @@
                    their half, carry and 16x2 forms included
     fma32.py       fma.rn.f32 on arrays, correctly rounded in a few numpy passes (arith's hot path)
     compare.py     setp set selp (rows with their half-type forms)
-    convert.py     mov cvt, trap, membar/fence (the mov and cvt rows with all their forms)
-    cvtpack.py     cvt.pack.sat (two s32 saturated to u16/s16/u8/s8/u4/s4/u2/s2 and packed)
+    convert.py     mov, trap, membar/fence (the mov row with all its forms)
+    cvt.py         cvt, every form: integer/float, the half types, .pack, the 8-bit floats, tf32
+    cvtpack.py     cvt.pack.sat's arithmetic (two s32 saturated to u16/s16/u8/s8/u4/s4/u2/s2, packed)
     half.py        the f16/bf16 (and pair) arithmetic, min/max.xorsign.abs
-    half_compare_convert.py  setp, set, cvt and atom/red.add.noftz on the half types
+    half_compare_convert.py  setp, set and atom/red.add.noftz on the half types
     bits.py        popc clz brev bfind fns bfe bfi prmt lop3 (and lop3.{and,or} d|p) shf mul24
                    sad dp4a/dp2a slct
     warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync
@@ -31,7 +32,7 @@
     mma_sparse.py  mma.sp{::ordered_metadata}: a 2:4 sparse A, its metadata and selector
     matrix_store.py stmatrix, movmatrix
     wmma.py        wmma.load/mma/store (f16 bf16 s8 u8 tf32 f64 s4 u4 b1 shapes)
-    lowfloat.py    the 8-bit floats (.e4m3x2/.e5m2x2 cvt, their values) and the tf32 cvt forms
+    lowfloat.py    the 8-bit floats (.e4m3x2/.e5m2x2) and tf32: their values, their cvt arithmetic
     videoscalar.py the scalar video instructions (vadd ... vmax, vshl vshr, vset) with selectors
     simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
     asyncopy.py    cp.async
@@ -80,7 +81,7 @@ family (operands, numerics, addressing, fma32, divsqrt, and the emitters of othe
 forms: half, half_compare_convert, cvtpack, lowfloat, vecatom, asyncstore, mma_sparse, tma
 ...) hold no launch state.
 """
-from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert,  # noqa: F401
+from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert, cvt,  # noqa: F401
                cvtpack, devassert, electszext, griddep, half, half_compare_convert, heap, indirect, lowfloat, matrix,
                matrix_store, mbarrier, memhints, memops, mma_sparse, paramaddr, printf, recursion, setmaxnreg, simd, spacep,
                specials, tensormap_ops, vecatom, videoscalar, warp, wgmma, wmma)

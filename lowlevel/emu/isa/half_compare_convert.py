@@ -1,5 +1,6 @@
-"""Half precision beyond arithmetic (half.py): comparisons, conversions and atomics on
-.f16, .f16x2, .bf16, .bf16x2 (emitters of the compare, convert and memops families' rows).
+"""Half precision beyond arithmetic (half.py): comparisons and atomics on
+.f16, .f16x2, .bf16, .bf16x2 (emitters of the compare family's rows,
+and the step functions of memops' atomics); cvt on the half types is cvt.py's.
 
     setp.cmp{.bool}{.ftz}.{f16,f16x2,bf16,bf16x2}   per half, into p (and q for a pair)
     set.cmp{.bool}{.ftz}.dtype.{f16,f16x2,bf16,bf16x2}
@@ -7,7 +8,6 @@
                                                  1.0 or 0.0 (each half of a pair), with an
                                                  integer .dtype all ones or 0 (0xFFFF per
                                                  half of a pair)
-    cvt to, from and between the half types (and pairs: cvt.rn.f16x2.f32 d, a, b)
     atom/red.add.noftz.{f16,bf16,f16x2,bf16x2}   each thread's add rounds to nearest even in
                                                  the element type, subnormals kept (.noftz);
                                                  the lanes of a pair add independently
@@ -21,10 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..ptx.errors import PtxError
-from ..ptx.ir import TYPES, PredPair
-from . import numerics
+from ..ptx.ir import PredPair
 from .half import (HALF_TYPES, PAIR_TYPES, element_kind, half_type, hop, storage_type, to_f64, x2)
-from .operands import CMP, UNORDERED, cmp_and_bool, ROUND_F, ROUND_I, Mods, operands, unsupported, view_dtype
+from .operands import CMP, UNORDERED, cmp_and_bool, Mods, unsupported
 from .registry import provide
 
 HALF_ATOMIC_TYPES = {"f16": "b16", "bf16": "b16", "f16x2": "b32", "bf16x2": "b32"}
@@ -89,88 +88,6 @@ def _cmp_expr(ins, cmp, x, y):
     if cmp in UNORDERED:
         return f"(({x} {UNORDERED[cmp]} {y}) | _isnan({x}) | _isnan({y}))"
     raise PtxError(ins.line, f"comparison .{cmp} is not defined for half types: {ins.text}")
-
-
-def emit_cvt(g, ins):
-    m = Mods(ins)
-    irnd = m.take(*ROUND_I)
-    frnd = m.take(*ROUND_F)
-    ftz = bool(m.take("ftz"))
-    sat = bool(m.take("sat"))
-    relu = bool(m.take("relu"))
-    satfinite = bool(m.take("satfinite"))
-    ts = m.types()
-    m.done()
-    if len(ts) != 2:
-        raise PtxError(ins.line, f"cvt needs a destination and a source type: {ins.text}")
-    dt, st = ts
-    if satfinite:
-        raise unsupported(ins, ".satfinite")
-    guard = g.guard(ins)
-    if dt in PAIR_TYPES:                                       # cvt.rn.f16x2.f32 d, a, b
-        if st != "f32":
-            raise unsupported(ins, f"cvt.{dt}.{st}")
-        if frnd is None:
-            raise PtxError(ins.line, f"cvt to .{dt} needs a rounding mode: {ins.text}")
-        d, a, b = operands(ins, 3)
-        expr = (f"_cvt_pair({g.read(ins, a, 'f32')}, {g.read(ins, b, 'f32')}, {element_kind(dt)!r}, "
-                f"{frnd!r}, {relu}, {sat})")
-        g.write(ins, d, expr, "u32", guard)
-        return
-    if st in PAIR_TYPES:
-        raise unsupported(ins, f"cvt from .{st}")
-    d, a = operands(ins, 2)
-    ssize, skind = TYPES[st]
-    dsize, dkind = TYPES[dt]
-    if "pred" in (skind, dkind):
-        raise PtxError(ins.line, f"cvt does not take predicates: {ins.text}")
-    if dt in HALF_TYPES:
-        if st in HALF_TYPES:
-            if st == dt:
-                if irnd:                                   # cvt.rni.f16.f16: round to integral
-                    x = g.read(ins, a, "u16")
-                    expr = (f"_cvt_to_half(_round_integral(_h2f({x}, {st!r}, {ftz}), {irnd!r}), "
-                            f"{dt!r}, 'rn', False, {sat}, False, 'f64')")
-                    g.write(ins, d, expr, "u16", guard)
-                    return
-                if frnd:
-                    raise PtxError(ins.line, f"same-type cvt takes .rni/.rzi/.rmi/.rpi: {ins.text}")
-            mode = frnd or "rn"
-            x = g.read(ins, a, "u16")
-        else:
-            if irnd:
-                raise PtxError(ins.line, f"cvt to .{dt} takes .rn/.rz/.rm/.rp: {ins.text}")
-            if frnd is None:
-                raise PtxError(ins.line, f"cvt to .{dt} needs a rounding mode: {ins.text}")
-            mode = frnd
-            if skind == "b":
-                st = f"u{ssize * 8}"
-            x = g.read(ins, a, st)
-        expr = f"_cvt_to_half({x}, {dt!r}, {mode!r}, {ftz}, {sat}, {relu}, {st!r})"
-        g.write(ins, d, expr, "u16", guard)
-        return
-    # half source, wider destination
-    x = f"_h2f({g.read(ins, a, 'u16')}, {st!r}, {ftz and st == 'f16'})"
-    if dkind == "f":
-        if frnd or irnd:
-            if irnd:
-                x = f"_round_integral({x}, {irnd!r})"
-            elif dt == "f32" or dt == "f64":
-                raise PtxError(ins.line, f"widening cvt.{dt}.{st} takes no rounding mode: {ins.text}")
-        expr = f"{x}.astype(_F32)" if dt == "f32" else x
-        if ftz and dt == "f32":
-            expr = f"_flush({expr})"
-        if sat:
-            expr = f"_satf({expr})"
-        g.write(ins, d, expr, dt, guard)
-        return
-    if not irnd:
-        raise PtxError(ins.line, f"float->integer cvt needs .rni/.rzi/.rmi/.rpi: {ins.text}")
-    target = view_dtype(dt) if dkind != "b" else numerics.UINT[dsize]
-    expr = f"_float_to_int({x}, {irnd!r}, {g.const(target)})"
-    if dkind == "b":
-        dt = f"u{dsize * 8}"
-    g.write(ins, d, expr, dt, guard)
 
 
 def half_add_step(ptype: str):

@@ -76,7 +76,7 @@ SYMBOL = "symbol"
 SPARSE = "sp"          # mma.sp{::ordered_metadata}
 ASYNC = "async"
 VECTOR = "vector"
-PACK = "pack"          # cvt.pack.sat (cvtpack.py)
+PACK = "pack"          # cvt.pack.sat (cvt.py)
 # modifier forms tried before the type families: an opcode whose row has none of them is
 # not affected
 XORSIGN = "xorsign"    # min/max.xorsign.abs on half types
@@ -212,7 +212,7 @@ def special_register(name: str, reader: Callable) -> None:
 def forms_of(ins: Instruction) -> list[str]:
     """The forms `ins` has, most specific first, ANY last."""
     families = [TYPE_FAMILIES[m] for m in ins.mods if m in TYPE_FAMILIES]
-    # an 8-bit float pair decides wherever it stands (cvt.rn.f16x2.e4m3x2 is lowfloat.py's)
+    # an 8-bit float pair decides wherever it stands (cvt.rn.f16x2.e4m3x2 is emit_cvt_f8's)
     forms = _modifier_forms(ins.mods) + (["f8"] if "f8" in families else families[:1])
     if "cc" in ins.mods:
         forms.append(CARRY)
