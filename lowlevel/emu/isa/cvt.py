@@ -105,8 +105,8 @@ def emit_cvt(g, ins: Instruction) -> None:
     g.write(ins, d, expr, dt, guard)
 
 
+# cvt to, from and between .f16/.bf16 (and cvt.rn.{f16x2,bf16x2}.f32 d, a, b)
 def emit_cvt_half(g, ins):
-    """cvt to, from and between .f16/.bf16 (and cvt.rn.{f16x2,bf16x2}.f32 d, a, b)."""
     m = Mods(ins)
     irnd = m.take(*ROUND_I)
     frnd = m.take(*ROUND_F)
