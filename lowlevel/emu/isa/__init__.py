@@ -5,15 +5,17 @@
                    special registers
     operands.py    what every family reads an instruction with (Mods, operands, type sets,
                    comparison operators)
-    arith.py       add sub mul mad fma div rem, the unary operations, min max (with .relu on
-                   s32/s16x2), logic, shifts, copysign testp: the rows of these opcodes,
-                   their half, carry and 16x2 forms included
-    fma32.py       fma.rn.f32 on arrays, correctly rounded in a few numpy passes (arith's hot path)
+    addmul.py      add sub mul mad fma, addc subc madc: every form (integer, float, half
+                   types, .cc, 16x2)
+    unary.py       abs neg not cnot sqrt rcp rsqrt ex2 lg2 sin cos tanh, their half forms
+    minmax.py      min max: integer, float, half types, .relu on s32/s16x2, .xorsign.abs, 16x2
+    arith.py       div rem, and or xor, shl shr, copysign testp
+    fma32.py       fma.rn.f32 on arrays, correctly rounded in a few numpy passes (addmul's hot path)
     compare.py     setp set selp (rows with their half-type forms)
     convert.py     mov, trap, membar/fence (the mov row with all its forms)
     cvt.py         cvt, every form: integer/float, the half types, .pack, the 8-bit floats, tf32
     cvtpack.py     cvt.pack.sat's arithmetic (two s32 saturated to u16/s16/u8/s8/u4/s4/u2/s2, packed)
-    half.py        the f16/bf16 (and pair) arithmetic, min/max.xorsign.abs
+    half.py        the f16/bf16 (and pair) arithmetic and rounding; what the half-type emitters share
     half_compare_convert.py  setp, set and atom/red.add.noftz on the half types
     bits.py        popc clz brev bfind fns bfe bfi prmt lop3 (and lop3.{and,or} d|p) shf mul24
                    sad dp4a/dp2a slct
@@ -34,7 +36,7 @@
     wmma.py        wmma.load/mma/store (f16 bf16 s8 u8 tf32 f64 s4 u4 b1 shapes)
     lowfloat.py    the 8-bit floats (.e4m3x2/.e5m2x2) and tf32: their values, their cvt arithmetic
     videoscalar.py the scalar video instructions (vadd ... vmax, vshl vshr, vset) with selectors
-    simd.py        video SIMD (vadd4 vabsdiff2 ...), add/min/max.{s,u}16x2, bmsk
+    simd.py        video SIMD (vadd4 vabsdiff2 ...), bmsk; the lanes of add/min/max.{s,u}16x2
     asyncopy.py    cp.async
     bulkcopy.py    cp.async.bulk to shared memory, completed on an mbarrier (sm_90); its writes
                    land through mbarrier.land_on_completion
@@ -67,7 +69,7 @@
     addressing.py  the generic address windows, a kernel's shared/local layout, and the address
                    operand [...] of every memory instruction
     electszext.py  elect.sync (the leader of a member mask), szext.{clamp,wrap}
-    carry.py       the carry chain: add.cc addc sub.cc subc mad.cc madc
+    carry.py       the carry flag (a hidden predicate register) and add/sub with carry in and out
     specials.py    special registers computed on the fly (%clock, %lanemask_*, %smid ...)
     cluster.py     thread-block clusters: %cluster_* registers, mapa, barrier.cluster, %envreg
     printf.py      device printf (vprintf): the format read and formatted per thread
@@ -81,7 +83,8 @@ family (operands, numerics, addressing, fma32, divsqrt, and the emitters of othe
 forms: half, half_compare_convert, cvtpack, lowfloat, vecatom, asyncstore, mma_sparse, tma
 ...) hold no launch state.
 """
-from . import (arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare, convert, cvt,  # noqa: F401
-               cvtpack, devassert, electszext, griddep, half, half_compare_convert, heap, indirect, lowfloat, matrix,
-               matrix_store, mbarrier, memhints, memops, mma_sparse, paramaddr, printf, recursion, setmaxnreg, simd, spacep,
-               specials, tensormap_ops, vecatom, videoscalar, warp, wgmma, wmma)
+from . import (addmul, arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare,  # noqa: F401
+               convert, cvt, cvtpack, devassert, electszext, griddep, half, half_compare_convert,
+               heap, indirect, lowfloat, matrix, matrix_store, mbarrier, memhints, memops, minmax,
+               mma_sparse, paramaddr, printf, recursion, setmaxnreg, simd, spacep, specials,
+               tensormap_ops, unary, vecatom, videoscalar, warp, wgmma, wmma)

@@ -14,7 +14,7 @@ A family is one `Family` object, made in its module with `family(...)`:
 
     emit        the emitter, emitter(gen, ins) writes the Python of one instruction; or a dict
                 {form: emitter} when the opcode's forms are written by different functions
-                (the half-type forms of `add` by half.py's emit_arith, `.cc` by carry.py's)
+                (the half-type forms of `add` by emit_half, `.cc` by emit_carry)
     forms       the forms `emit` takes when it is one function (default: ANY, every form)
     pipe        its class for the time model (tools/timemodel.py): TENSOR, MEMORY, SFU,
                 INTEGER, or TYPED (FP64, FP32 or integer by the instruction's type); or a

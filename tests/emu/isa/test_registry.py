@@ -3,7 +3,7 @@ by one family, its emitters by form; each opcode declared once (so no declaratio
 on the order the families are imported in), looked up by the instruction's own forms first."""
 import pytest
 
-from lowlevel.emu.isa import arith, bits, carry, convert, cvt, half, half_compare_convert, memops, registry
+from lowlevel.emu.isa import addmul, bits, convert, cvt, half_compare_convert, memops, registry
 from lowlevel.emu.ptx.ir import Imm, Instruction, Reg, Sym
 
 
@@ -13,13 +13,13 @@ def ins(text: str, operands) -> Instruction:
 
 
 @pytest.mark.parametrize("text, operands, emitter", [
-    ("add.u32", [Reg("%r1"), Reg("%r2"), Imm(1)], arith.emit_int_or_float_binary),
-    ("add.f16", [Reg("%h1"), Reg("%h2"), Reg("%h3")], half.emit_arith),
-    ("add.bf16x2", [Reg("%r1"), Reg("%r2"), Reg("%r3")], half.emit_arith),
-    ("add.cc.u32", [Reg("%r1"), Reg("%r2"), Reg("%r3")], carry.emit_carry),
-    ("add.cc.f16", [Reg("%h1"), Reg("%h2"), Reg("%h3")], half.emit_arith),     # refuses .cc by name
-    ("addc.u32", [Reg("%r1"), Reg("%r2"), Reg("%r3")], carry.emit_carry),
-    ("mad.cc.lo.u32", [Reg("%r1"), Reg("%r2"), Reg("%r3"), Reg("%r4")], carry.emit_carry),
+    ("add.u32", [Reg("%r1"), Reg("%r2"), Imm(1)], addmul.emit_int_or_float_binary),
+    ("add.f16", [Reg("%h1"), Reg("%h2"), Reg("%h3")], addmul.emit_half),
+    ("add.bf16x2", [Reg("%r1"), Reg("%r2"), Reg("%r3")], addmul.emit_half),
+    ("add.cc.u32", [Reg("%r1"), Reg("%r2"), Reg("%r3")], addmul.emit_carry),
+    ("add.cc.f16", [Reg("%h1"), Reg("%h2"), Reg("%h3")], addmul.emit_half),     # refuses .cc by name
+    ("addc.u32", [Reg("%r1"), Reg("%r2"), Reg("%r3")], addmul.emit_carry),
+    ("mad.cc.lo.u32", [Reg("%r1"), Reg("%r2"), Reg("%r3"), Reg("%r4")], addmul.emit_carry),
     ("setp.lt.f16", [Reg("%p1"), Reg("%h1"), Reg("%h2")], half_compare_convert.emit_setp),
     ("cvt.f32.bf16", [Reg("%f1"), Reg("%h1")], cvt.emit_cvt_half),
     ("cvt.f32.s32", [Reg("%f1"), Reg("%r1")], cvt.emit_cvt),
@@ -37,7 +37,7 @@ def test_an_opcode_no_family_knows_has_no_emitter():
 
 def test_an_opcode_declared_twice_is_an_error():
     fam = registry.Family("test_family", "test_registry")
-    with pytest.raises(RuntimeError, match="opcode add declared twice: by family arith and family test_family"):
+    with pytest.raises(RuntimeError, match="opcode add declared twice: by family addmul and family test_family"):
         fam.declare("add", emit=lambda g, i: None, forms=("f16",))
     with pytest.raises(ValueError, match="unknown pipe class"):
         fam.declare("not_an_opcode", emit=lambda g, i: None, pipe="fp128")
