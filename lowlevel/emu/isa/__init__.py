@@ -11,12 +11,12 @@
     minmax.py      min max: integer, float, half types, .relu on s32/s16x2, .xorsign.abs, 16x2
     arith.py       div rem, and or xor, shl shr, copysign testp
     fma32.py       fma.rn.f32 on arrays, correctly rounded in a few numpy passes (addmul's hot path)
-    compare.py     setp set selp (rows with their half-type forms)
+    compare.py     setp set selp, every form (the half types included)
     convert.py     mov, trap, membar/fence (the mov row with all its forms)
     cvt.py         cvt, every form: integer/float, the half types, .pack, the 8-bit floats, tf32
     cvtpack.py     cvt.pack.sat's arithmetic (two s32 saturated to u16/s16/u8/s8/u4/s4/u2/s2, packed)
     half.py        the f16/bf16 (and pair) arithmetic and rounding; what the half-type emitters share
-    half_compare_convert.py  setp, set and atom/red.add.noftz on the half types
+    halfatomic.py  atom/red.add.noftz on the half types (their step functions)
     bits.py        popc clz brev bfind fns bfe bfi prmt lop3 (and lop3.{and,or} d|p) shf mul24
                    sad dp4a/dp2a slct
     warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync
@@ -80,11 +80,11 @@
 The decoder (engine/decode.py) imports this package once, so every family has declared
 itself before it reads the registry; no family imports the decoder. Modules that declare no
 family (operands, numerics, addressing, fma32, divsqrt, and the emitters of other families'
-forms: half, half_compare_convert, cvtpack, lowfloat, vecatom, asyncstore, mma_sparse, tma
+forms: half, halfatomic, cvtpack, lowfloat, vecatom, asyncstore, mma_sparse, tma
 ...) hold no launch state.
 """
 from . import (addmul, arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare,  # noqa: F401
-               convert, cvt, cvtpack, devassert, electszext, griddep, half, half_compare_convert,
-               heap, indirect, lowfloat, matrix, matrix_store, mbarrier, memhints, memops, minmax,
+               convert, cvt, cvtpack, devassert, electszext, griddep, half, halfatomic, heap,
+               indirect, lowfloat, matrix, matrix_store, mbarrier, memhints, memops, minmax,
                mma_sparse, paramaddr, printf, recursion, setmaxnreg, simd, spacep, specials,
                tensormap_ops, unary, vecatom, videoscalar, warp, wgmma, wmma)

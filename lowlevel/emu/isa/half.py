@@ -1,7 +1,7 @@
 """Half precision: .f16, .f16x2, .bf16, .bf16x2 arithmetic (`hop`: add sub mul fma min max
 ex2 tanh, which the half-type emitters of addmul.py, minmax.py and unary.py write through
 `half_modifiers` and `write_hop`), and the widening and rounding every half-type emitter
-uses (cvt.py's, half_compare_convert.py's setp, set and atomics too).
+uses (cvt.py's, compare.py's setp and set, halfatomic.py's atomics too).
 
 Registers hold the raw 16-bit patterns (a pair packs the first element, `.x`, in the low
 half). Every operation widens its inputs exactly to float64, computes there (exactly, or

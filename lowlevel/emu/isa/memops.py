@@ -28,7 +28,7 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
-from . import barred, cluster, half_compare_convert, paramaddr
+from . import barred, cluster, halfatomic, paramaddr
 from .addressing import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, address, operands_less_policy, plus_offset, symbol, take_space
 from .operands import CACHE_MODS, Mods, operands, unsupported, view_name
 from . import asyncstore, vecatom
@@ -215,8 +215,8 @@ def emit_atom(g, ins: Instruction) -> None:
     t = ts[0]
     op_expr = repr(op)
     if noftz:
-        # half-precision adds: a step function over the raw bits (half_compare_convert.py)
-        step, t = half_compare_convert.half_atomic(ins, op, t)
+        # half-precision adds: a step function over the raw bits (halfatomic.py)
+        step, t = halfatomic.half_atomic(ins, op, t)
         op_expr = f"_half_atom{len(g.ns)}"
         g.ns[op_expr] = step
     elif t not in _ATOM_TYPES[op]:

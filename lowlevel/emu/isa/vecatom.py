@@ -12,7 +12,7 @@ operation (the vector as a whole is not one), on consecutive elements from `a`, 
 aligned to the whole vector's size (CUDA_ERROR_MISALIGNED_ADDRESS). Each element goes
 through the engine's atomics, so threads hitting the same element serialize in lane order
 as for scalar atomics; .f32 add rounds and flushes as the scalar atom.add.f32 on global
-memory does, the half types add as atom.add.noftz does (half_compare_convert.py) and take the min/max as min/max
+memory does, the half types add as atom.add.noftz does (halfatomic.py) and take the min/max as min/max
 on half types do (a NaN loses to a number; sm_90 has no scalar form of those).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Instruction, Vec
-from . import half_compare_convert
+from . import halfatomic
 from .addressing import address, operands_less_policy, take_space
 from .operands import Mods
 from .registry import provide
@@ -53,9 +53,9 @@ def emit_vector_atom(g, ins: Instruction) -> None:
         if not noftz:
             raise PtxError(ins.line, f"{ins.opcode}.{vec}.{t} needs .noftz: {ins.text}")
         if op in ("min", "max"):
-            step, raw = half_compare_convert.half_minmax_step(op, t), half_compare_convert.HALF_ATOMIC_TYPES[t]
+            step, raw = halfatomic.half_minmax_step(op, t), halfatomic.HALF_ATOMIC_TYPES[t]
         else:
-            step, raw = half_compare_convert.half_atomic(ins, op, t)
+            step, raw = halfatomic.half_atomic(ins, op, t)
         op_expr = f"_vec_half_atom{len(g.ns)}"
         g.ns[op_expr] = step
     ops = operands_less_policy(g, ins, 2 if is_red else 3)

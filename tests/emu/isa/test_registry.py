@@ -3,7 +3,7 @@ by one family, its emitters by form; each opcode declared once (so no declaratio
 on the order the families are imported in), looked up by the instruction's own forms first."""
 import pytest
 
-from lowlevel.emu.isa import addmul, bits, convert, cvt, half_compare_convert, memops, registry
+from lowlevel.emu.isa import addmul, bits, compare, convert, cvt, memops, registry
 from lowlevel.emu.ptx.ir import Imm, Instruction, Reg, Sym
 
 
@@ -20,7 +20,7 @@ def ins(text: str, operands) -> Instruction:
     ("add.cc.f16", [Reg("%h1"), Reg("%h2"), Reg("%h3")], addmul.emit_half),     # refuses .cc by name
     ("addc.u32", [Reg("%r1"), Reg("%r2"), Reg("%r3")], addmul.emit_carry),
     ("mad.cc.lo.u32", [Reg("%r1"), Reg("%r2"), Reg("%r3"), Reg("%r4")], addmul.emit_carry),
-    ("setp.lt.f16", [Reg("%p1"), Reg("%h1"), Reg("%h2")], half_compare_convert.emit_setp),
+    ("setp.lt.f16", [Reg("%p1"), Reg("%h1"), Reg("%h2")], compare.emit_setp_half),
     ("cvt.f32.bf16", [Reg("%f1"), Reg("%h1")], cvt.emit_cvt_half),
     ("cvt.f32.s32", [Reg("%f1"), Reg("%r1")], cvt.emit_cvt),
     ("mov.u64", [Reg("%rd1"), Sym("buffer")], memops.emit_mov_address),
