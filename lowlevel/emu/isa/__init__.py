@@ -12,7 +12,7 @@
     arith.py       div rem, and or xor, shl shr, copysign testp
     fma32.py       fma.rn.f32 on arrays, correctly rounded in a few numpy passes (addmul's hot path)
     compare.py     setp set selp, every form (the half types included)
-    convert.py     mov, trap, membar/fence (the mov row with all its forms)
+    convert.py     mov (every form: a variable's or function's address too), trap, membar/fence
     cvt.py         cvt, every form: integer/float, the half types, .pack, the 8-bit floats, tf32
     cvtpack.py     cvt.pack.sat's arithmetic (two s32 saturated to u16/s16/u8/s8/u4/s4/u2/s2, packed)
     half.py        the f16/bf16 (and pair) arithmetic and rounding; what the half-type emitters share
@@ -22,8 +22,8 @@
     warp.py        shfl vote match redux activemask nanosleep, bar.warp.sync
     warpmask.py    the member-mask rule of the *.sync warp instructions, and the waits it asks for;
                    the .aligned rule (whole converged warps) of mma, ldmatrix, wmma
-    memops.py      ld ldu st atom red cvta bar/barrier (the rows of st atom red with their async
-                   and vector forms), mov of a variable's address
+    memops.py      ld ldu st (st.async too) cvta bar/barrier
+    atom.py        atom red, every form: scalar, .noftz on the half types, vector, red.async
     spacep.py      isspacep
     paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it,
                    its generic address (cvta.param)
@@ -53,10 +53,10 @@
                    in front of any instruction touching a pending wgmma's registers (the
                    before_emit hook); part of the wgmma family, its per-launch state
     memhints.py    prefetch prefetchu applypriority discard createpolicy
-    asyncstore.py  st.async, red.async into a cluster peer's shared memory (sm_90)
+    asyncstore.py  st.async, red.async into a cluster peer's shared memory (sm_90): run time
     setmaxnreg.py  setmaxnreg.inc/dec (sm_90a): warpgroups trade registers with the CTA's pool
     griddep.py     griddepcontrol (programmatic dependent launch): nothing to wait for here
-    vecatom.py     atom/red.global.v2/.v4/.v8 (f32, f16, bf16 and pairs: add)
+    vecatom.py     atom/red.global.v2/.v4/.v8 (f32, f16, bf16 and pairs: add): run time
     mbarrier.py    mbarrier (init arrive arrive_drop expect_tx complete_tx test/try_wait
                    pending_count inval; arrives on another CTA's barrier), cp.async.mbarrier.arrive
     mbarstate.py   the mbarrier object's encoding, and one run of arrivals applied at once
@@ -83,8 +83,8 @@ family (operands, numerics, addressing, fma32, divsqrt, and the emitters of othe
 forms: half, halfatomic, cvtpack, lowfloat, vecatom, asyncstore, mma_sparse, tma
 ...) hold no launch state.
 """
-from . import (addmul, arith, asyncopy, asyncstore, barred, bits, calls, carry, cluster, compare,  # noqa: F401
-               convert, cvt, cvtpack, devassert, electszext, griddep, half, halfatomic, heap,
-               indirect, lowfloat, matrix, matrix_store, mbarrier, memhints, memops, minmax,
+from . import (addmul, arith, asyncopy, asyncstore, atom, barred, bits, calls, carry, cluster,  # noqa: F401
+               compare, convert, cvt, cvtpack, devassert, electszext, griddep, half, halfatomic,
+               heap, indirect, lowfloat, matrix, matrix_store, mbarrier, memhints, memops, minmax,
                mma_sparse, paramaddr, printf, recursion, setmaxnreg, simd, spacep, specials,
                tensormap_ops, unary, vecatom, videoscalar, warp, wgmma, wmma)

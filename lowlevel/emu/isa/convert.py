@@ -1,7 +1,8 @@
-"""Moves: mov (registers, immediates, vector packing); trap; membar/fence. The mov row (at
-the end) holds every form: `mov` of a variable's address is written by memops.py. cvt is
-cvt.py's."""
+"""Moves: mov, every form: registers, immediates, vector packing (emit_mov), and a variable's
+or a function's address (emit_mov_address); trap; membar/fence. (cvt is cvt.py's.)"""
 from __future__ import annotations
+
+import numpy as np
 
 
 from ..ptx.errors import PtxError
@@ -14,7 +15,8 @@ from .operands import (
     operands,
     unsupported,
 )
-from .memops import emit_mov_address
+from . import paramaddr
+from .addressing import symbol
 from .registry import ANY, INTEGER, SYMBOL, family
 
 
@@ -60,6 +62,27 @@ def emit_mov(g, ins: Instruction) -> None:
 
 # ld, st, cvta (every state space), atom, red, bar/barrier and `mov` of a variable's
 # address: memops.py (imported at the end of this file).
+
+
+def emit_mov_address(g, ins: Instruction) -> None:
+    """mov d, variable (the SYMBOL form of mov): the variable's address in its space."""
+    ops = ins.operands
+    m = Mods(ins)
+    t = m.one_type({"u32", "u64", "b32", "b64", "s32", "s64"})
+    m.done()
+    guard = g.guard(ins)
+    offset = paramaddr.parameter_offset(g.ck, ops[1].name)
+    function = getattr(g.ck.kernel, "function_addresses", {}).get(ops[1].name)
+    if offset is not None:
+        expr = g.const(np.uint64(offset))       # an address in the parameter space
+    elif function is not None:
+        expr = g.const(np.uint64(function))     # a device function pointer (ptx/functions.py)
+    else:
+        expr, _ = symbol(g, ins, ops[1].name)
+    if TYPES[t][0] == 4:
+        g.write(ins, ops[0], f"({expr} & _U64(0xFFFFFFFF)).astype(_U32)", "u32", guard)
+    else:
+        g.write(ins, ops[0], expr, "u64", guard)
 
 
 def emit_trap(g, ins: Instruction) -> None:

@@ -60,7 +60,7 @@ def test_every_opcode_has_one_row_declared_by_one_family():
 
 
 # opcodes whose emitters are still defined in several modules (being regrouped by opcode)
-STILL_SPREAD = {"st", "atom", "red", "mov", "mma"}
+STILL_SPREAD = {"mma"}
 
 
 def test_every_opcodes_emitters_are_defined_in_one_module():

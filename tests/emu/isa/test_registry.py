@@ -3,7 +3,7 @@ by one family, its emitters by form; each opcode declared once (so no declaratio
 on the order the families are imported in), looked up by the instruction's own forms first."""
 import pytest
 
-from lowlevel.emu.isa import addmul, bits, compare, convert, cvt, memops, registry
+from lowlevel.emu.isa import addmul, bits, compare, convert, cvt, registry
 from lowlevel.emu.ptx.ir import Imm, Instruction, Reg, Sym
 
 
@@ -23,7 +23,7 @@ def ins(text: str, operands) -> Instruction:
     ("setp.lt.f16", [Reg("%p1"), Reg("%h1"), Reg("%h2")], compare.emit_setp_half),
     ("cvt.f32.bf16", [Reg("%f1"), Reg("%h1")], cvt.emit_cvt_half),
     ("cvt.f32.s32", [Reg("%f1"), Reg("%r1")], cvt.emit_cvt),
-    ("mov.u64", [Reg("%rd1"), Sym("buffer")], memops.emit_mov_address),
+    ("mov.u64", [Reg("%rd1"), Sym("buffer")], convert.emit_mov_address),
     ("mov.u64", [Reg("%rd1"), Reg("%rd2")], convert.emit_mov),
     ("popc.b32", [Reg("%r1"), Reg("%r2")], bits.emit_popc_clz_brev),
 ])
