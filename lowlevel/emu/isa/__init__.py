@@ -28,10 +28,10 @@
     paramaddr.py   a kernel parameter's address (mov %rd, param) and ld.param through it,
                    its generic address (cvta.param)
     barred.py      bar.red (popc/and/or)
-    matrix.py      ldmatrix, mma.sync (decoding and checking its forms)
+    matrix.py      ldmatrix, mma.sync and mma.sp (decoding and checking every form of mma)
     mma_shapes.py  mma's shapes and types, the ISA fragment layouts, its arithmetic
     mma_quadpair.py mma.m8n8k4 .f16: four quad-pair products per warp, their layouts
-    mma_sparse.py  mma.sp{::ordered_metadata}: a 2:4 sparse A, its metadata and selector
+    mma_sparse.py  mma.sp{::ordered_metadata}'s arithmetic: a 2:4 sparse A, its metadata and selector
     matrix_store.py stmatrix, movmatrix
     wmma.py        wmma.load/mma/store (f16 bf16 s8 u8 tf32 f64 s4 u4 b1 shapes)
     lowfloat.py    the 8-bit floats (.e4m3x2/.e5m2x2) and tf32: their values, their cvt arithmetic

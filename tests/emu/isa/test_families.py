@@ -59,17 +59,16 @@ def test_every_opcode_has_one_row_declared_by_one_family():
         assert row.family.rows[opcode] is row
 
 
-# opcodes whose emitters are still defined in several modules (being regrouped by opcode)
-STILL_SPREAD = {"mma"}
-
-
 def test_every_opcodes_emitters_are_defined_in_one_module():
     modules = {}
     for (opcode, form), emitter in registry.EMITTERS.items():
         modules.setdefault(opcode, {}).setdefault(emitter.__module__.rsplit(".", 1)[-1], []).append(form or "any")
-    spread = {op: where for op, where in modules.items() if len(where) > 1 and op not in STILL_SPREAD}
+    spread = {op: where for op, where in modules.items() if len(where) > 1}
     assert not spread, f"opcodes with emitters in several modules (form by module): {spread}"
-    assert not STILL_SPREAD - {op for op, where in modules.items() if len(where) > 1}, "STILL_SPREAD is stale"
+    for opcode, where in modules.items():
+        family = registry.OPCODES[opcode].family
+        assert set(where) == {family.module}, \
+            f"{opcode}'s emitters are in {', '.join(where)}.py, not its family's module {family.module}.py"
 
 
 def test_rows_are_declared_in_their_familys_module():
