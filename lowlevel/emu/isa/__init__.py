@@ -79,9 +79,10 @@
 
 The decoder (engine/decode.py) imports this package once, so every family has declared
 itself before it reads the registry; no family imports the decoder. Modules that declare no
-family (operands, numerics, addressing, fma32, divsqrt, and the emitters of other families'
-forms: half, halfatomic, cvtpack, lowfloat, vecatom, asyncstore, mma_sparse, tma
-...) hold no launch state.
+family (operands, numerics, addressing, fma32, divsqrt, and what the families' emitters share
+or call at run time: half, carry, halfatomic, cvtpack, lowfloat, vecatom, asyncstore,
+mma_sparse, tma ...) hold no launch state. Every emitter of an opcode is defined in the module
+of the family that declares it.
 """
 from . import (addmul, arith, asyncopy, asyncstore, atom, barred, bits, calls, carry, cluster,  # noqa: F401
                compare, convert, cvt, cvtpack, devassert, electszext, griddep, half, halfatomic,

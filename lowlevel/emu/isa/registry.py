@@ -25,7 +25,7 @@ A family is one `Family` object, made in its module with `family(...)`:
     warp_sync   ins -> "bar"/"data"/None: a *.sync warp instruction (engine/warpwait.py)
 
 Every opcode is declared by exactly one family, once (a second declaration is an error), so
-all the emitters of an opcode are found in one row, and nothing depends on the order the
+all the emitters of an opcode are found in one row (and defined in its family's module), and nothing depends on the order the
 families are imported in. The forms: ANY takes every instruction of the opcode; a type
 family ("f16", "bf16": the half types and their pairs; "i16x2", "tf32", "f8") takes the
 instructions of that type; CARRY (`.cc`), SYMBOL (`mov d, variable`), SPARSE (`mma.sp`),
@@ -53,7 +53,9 @@ Converting a module written against the old `register(emitter, *opcodes, forms=.
   forms=F)` as `FAMILY.declare("a", "b", emit=fn, forms=F, pipe=...)` (pipe: TENSOR for a
   tensor-core opcode such as wgmma, MEMORY for loads, stores and copies, SFU, INTEGER, or the
   default TYPED); a form of an opcode that another family declares goes into that family's
-  row as `emit={..., F: fn}` (import the emitter there);
+  row as `emit={..., F: fn}`, its emitter written in that family's module (every emitter
+  of an opcode is defined in one module: tests/emu/isa/test_families.py), what it shares
+  with other opcodes kept in a helper module that declares no rows;
 - state kept on the launch (`C.__dict__["x"]`, `getattr(C, "x", None)`, `C.x = ...` made
   lazily) becomes a field of the family's LaunchState (`state=` of `family`), read as
   `C.<name>_state.x`; renew per-batch fields in `new_batch` instead of comparing
