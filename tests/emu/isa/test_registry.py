@@ -45,3 +45,16 @@ def test_an_opcode_declared_twice_is_an_error():
         registry.provide(_popc=len)
     with pytest.raises(RuntimeError, match="registered twice"):
         registry.special_register("%clock", lambda g, i, t: "")
+
+
+@pytest.mark.parametrize("instruction", ["add.NaN.f16 %h1, %h1, %h2", "fma.rn.NaN.bf16 %h1, %h1, %h2, %h2",
+                                         "ex2.approx.NaN.f16 %h1, %h2"])
+def test_nan_is_refused_where_only_min_and_max_take_it(instruction):
+    """.NaN is a modifier of min/max alone (ptxas refuses it elsewhere); the half-type
+    emitters of add/fma/ex2 used to take it and fail at run time inside the helper."""
+    from lowlevel.emu.engine.decode import load_ptx
+    from lowlevel.emu.ptx.errors import PtxError
+    text = (".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n"
+            f"  .reg .b16 %h<3>;\n  mov.b16 %h1, 0;\n  mov.b16 %h2, 0;\n  {instruction};\n  ret;\n}}\n")
+    with pytest.raises(PtxError, match=r"\.NaN"):
+        load_ptx(text)
