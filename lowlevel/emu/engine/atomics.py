@@ -37,7 +37,7 @@ def _flush(x):
 
 def _step(op, old, b, c, ftz):
     """The new value after one thread's operation (vectorized). `op` may be a function
-    of (old, b) over the raw bits (the half-precision adds of isa/half_compare_convert.py)."""
+    of (old, b) over the raw bits (the half-precision adds of isa/halfatomic.py)."""
     if callable(op):
         return np.asarray(op(old, b)).astype(old.dtype, copy=False)
     if op == "add":

@@ -1,5 +1,6 @@
 """Asynchronous stores and reductions into a cluster peer's shared memory (sm_90, PTX 8.1),
-completed on the peer's mbarrier:
+completed on the peer's mbarrier: their modifiers, addresses and run time (memops.py's
+emit_st_async and atom.py's emit_red_async write the instructions):
 
     st.async{.weak}{.shared::cluster}.mbarrier::complete_tx::bytes{.v2,.v4}.type
                                                             [a], b, [mbar];
@@ -21,7 +22,7 @@ import numpy as np
 
 from ..engine.atomics import atomic_rmw
 from ..ptx.errors import PtxError
-from ..ptx.ir import TYPES, Addr, Instruction, Vec
+from ..ptx.ir import TYPES, Addr, Instruction
 from .bulkcopy import complete_tx
 from .addressing import address, take_space
 from .operands import Mods
@@ -29,12 +30,12 @@ from .registry import provide
 
 _COMPLETE = "mbarrier::complete_tx::bytes"
 _U64 = np.uint64
-_ST_TYPES = {"b32", "b64", "u32", "u64", "s32", "s64", "f32", "f64"}
-_RED_TYPES = {"inc": {"u32"}, "dec": {"u32"}, "min": {"u32", "s32"}, "max": {"u32", "s32"},
+ST_TYPES = {"b32", "b64", "u32", "u64", "s32", "s64", "f32", "f64"}
+RED_TYPES = {"inc": {"u32"}, "dec": {"u32"}, "min": {"u32", "s32"}, "max": {"u32", "s32"},
               "add": {"u32", "s32", "u64"}, "and": {"b32"}, "or": {"b32"}, "xor": {"b32"}}
 
 
-def _mods(ins: Instruction, m: Mods) -> None:
+def async_modifiers(ins: Instruction, m: Mods) -> None:
     """Take the space and completion every form has."""
     m.take("async")
     if take_space(ins, m, "shared", cluster_ok=True) not in (None, "shared::cluster"):
@@ -43,55 +44,12 @@ def _mods(ins: Instruction, m: Mods) -> None:
         raise PtxError(ins.line, f"{ins.opcode}.async completes through .{_COMPLETE}: {ins.text}")
 
 
-def _addresses(g, ins, ops):
+def async_addresses(g, ins, ops):
     a, b, mbar = ops
     if not isinstance(a, Addr) or not isinstance(mbar, Addr):
         raise PtxError(ins.line, f"{ins.opcode}.async takes [a], b, [mbar]: {ins.text}")
     g.ck.uses_shared = True
     return address(g, ins, a, "shared::cluster"), b, address(g, ins, mbar, "shared::cluster")
-
-
-def emit_st_async(g, ins: Instruction) -> None:
-    m = Mods(ins)
-    _mods(ins, m)
-    m.take("weak")
-    vec = m.take("v2", "v4")
-    t = m.one_type(_ST_TYPES)
-    m.done()
-    n = int(vec[1:]) if vec else 1
-    size = TYPES[t][0]
-    if size * n > 16:
-        raise PtxError(ins.line, f"st.async of more than 128 bits: {ins.text}")
-    if len(ins.operands) != 3:
-        raise PtxError(ins.line, f"st.async takes [a], b, [mbar]: {ins.text}")
-    a, b, mb = _addresses(g, ins, ins.operands)
-    srcs = b.elems if isinstance(b, Vec) else [b]
-    if len(srcs) != n or None in srcs:
-        raise PtxError(ins.line, f"st.async{'.' + vec if vec else ''} needs {n} sources: {ins.text}")
-    values = "(" + ", ".join(g.read(ins, s, f"u{size * 8}") for s in srcs) + ",)"
-    guard = g.guard(ins)
-    iid = g.ns["_register_instruction"](ins)
-    g.emit(f"_st_async(C, {a}, {mb}, {values}, {size}, {iid}, {guard if guard is not None else 'None'})")
-
-
-def emit_red_async(g, ins: Instruction) -> None:
-    m = Mods(ins)
-    _mods(ins, m)
-    if m.take("relaxed") is None or m.take("cluster") is None:
-        raise PtxError(ins.line, f"red.async is .relaxed.cluster: {ins.text}")
-    op = m.take(*_RED_TYPES)
-    if op is None:
-        raise PtxError(ins.line, f"red.async needs an operation: {ins.text}")
-    t = m.one_type(_RED_TYPES[op])
-    m.done()
-    if len(ins.operands) != 3:
-        raise PtxError(ins.line, f"red.async takes [a], b, [mbar]: {ins.text}")
-    a, b, mb = _addresses(g, ins, ins.operands)
-    value = g.read(ins, b, f"u{TYPES[t][0] * 8}")
-    guard = g.guard(ins)
-    iid = g.ns["_register_instruction"](ins)
-    g.emit(f"_red_async(C, {a}, {mb}, {value}, {op!r}, {t!r}, {iid}, "
-           f"{guard if guard is not None else 'None'})")
 
 
 # --- runtime ---------------------------------------------------------------------------
@@ -137,4 +95,4 @@ def _full(C, x):
 
 provide(_st_async=st_async, _red_async=red_async)
 
-__all__ = ["emit_st_async", "emit_red_async", "st_async", "red_async"]
+__all__ = ["RED_TYPES", "ST_TYPES", "async_addresses", "async_modifiers", "red_async", "st_async"]

@@ -1,30 +1,23 @@
-"""Moves and conversions: mov (registers, immediates, vector packing) and cvt between the
-integer and float types; trap; membar/fence. The mov and cvt rows (at the end) hold every
-form: cvt's half types are written by half_compare_convert.py, cvt.pack by cvtpack.py, the
-8-bit floats and tf32 by lowfloat.py, and `mov` of a variable's address by memops.py."""
+"""Moves: mov, every form: registers, immediates, vector packing (emit_mov), and a variable's
+or a function's address (emit_mov_address); trap; membar/fence. (cvt is cvt.py's.)"""
 from __future__ import annotations
 
 import numpy as np
 
+
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Imm, Instruction, Sym, Vec
-from . import numerics
 from .operands import (
     BIT_TYPES,
     FLOAT_TYPES,
     INT_TYPES,
-    ROUND_F,
-    ROUND_I,
     Mods,
     operands,
     unsupported,
-    view_dtype,
-    view_name,
 )
-from . import cvtpack, lowfloat
-from . import half_compare_convert as half
-from .memops import emit_mov_address
-from .registry import ANY, HALF_FORMS, INTEGER, PACK, SYMBOL, family
+from . import paramaddr
+from .addressing import symbol
+from .registry import ANY, INTEGER, SYMBOL, family
 
 
 def emit_mov(g, ins: Instruction) -> None:
@@ -67,82 +60,29 @@ def emit_mov(g, ins: Instruction) -> None:
     g.write(ins, d, g.read(ins, a, ut), ut, guard)
 
 
-def emit_cvt(g, ins: Instruction) -> None:
-    m = Mods(ins)
-    irnd = m.take(*ROUND_I)
-    frnd = m.take(*ROUND_F)
-    ftz = m.take("ftz")
-    sat = m.take("sat")
-    ts = m.types()
-    m.done()
-    if len(ts) != 2:
-        raise PtxError(ins.line, f"cvt needs a destination and a source type: {ins.text}")
-    dt, st = ts
-    d, a = operands(ins, 2)
-    guard = g.guard(ins)
-    dsize, dkind = TYPES[dt]
-    ssize, skind = TYPES[st]
-    if "pred" in (dkind, skind):
-        raise PtxError(ins.line, f"cvt does not take predicates: {ins.text}")
-    x = g.read(ins, a, st)
-    if ftz and not (st == "f32" or dt == "f32"):
-        raise PtxError(ins.line, f".ftz applies to .f32 only: {ins.text}")
-    if ftz and st == "f32":
-        x = f"_flush({x})"
-    if skind != "f" and dkind != "f":                       # integer <-> integer
-        if irnd or frnd:
-            raise PtxError(ins.line, f"no rounding modifier for integer cvt: {ins.text}")
-        if sat:
-            info = np.iinfo(view_dtype(dt) if dkind != "b" else numerics.UINT[dsize])
-            lo, hi = g.const(np.int64(info.min)), g.const(np.int64(info.max))
-            if ssize == 8 and skind != "s":
-                # a u64 source beyond int64: clamp in unsigned space first
-                x = f"_np.minimum({x}, _U64({info.max})).astype(_I64)"
-            else:
-                x = f"{x}.astype(_I64)"
-            expr = f"_clip({x}, {lo}, {hi}).astype({view_name(dt)})"
-        else:
-            expr = f"{x}.astype({view_name(dt)})"        # C casts: truncate / extend
-        g.write(ins, d, expr, dt, guard)
-        return
-    if skind != "f":                                        # integer -> float
-        if irnd:
-            raise PtxError(ins.line, f"integer rounding modifier on int->float cvt: {ins.text}")
-        mode = frnd or "rn"
-        if ssize == 8 and mode != "rn" and not numerics.LONG_DOUBLE_EXACT_64:
-            raise unsupported(ins, "directed rounding from 64-bit integers on this platform")
-        expr = f"_int_to_float({x}, {mode!r}, {view_name(dt)})"
-    elif dkind != "f":                                      # float -> integer
-        if not irnd:
-            raise PtxError(ins.line, f"float->integer cvt needs .rni/.rzi/.rmi/.rpi: {ins.text}")
-        target = view_dtype(dt) if dkind != "b" else numerics.UINT[dsize]
-        expr = f"_float_to_int({x}, {irnd!r}, {g.const(target)})"
-        if dkind == "b":
-            dt = f"u{dsize * 8}"
-    else:                                                   # float -> float
-        if dsize < ssize:                                   # f64 -> f32
-            if irnd:
-                raise PtxError(ins.line, f"f64->f32 cvt takes a float rounding mode: {ins.text}")
-            if not frnd:
-                raise PtxError(ins.line, f"f64->f32 cvt needs a rounding modifier: {ins.text}")
-            expr = f"_round_f64_to_f32({x}, {frnd!r})"
-        elif dsize > ssize:                                 # f32 -> f64: exact
-            if irnd or frnd:
-                raise PtxError(ins.line, f"f32->f64 cvt takes no rounding modifier: {ins.text}")
-            expr = f"{x}.astype(_F64)"
-        else:                                               # same size: round to integral
-            if frnd:
-                raise PtxError(ins.line, f"same-size float cvt takes .rni/.rzi/.rmi/.rpi: {ins.text}")
-            expr = f"_round_integral({x}, {irnd!r})" if irnd else x
-    if ftz and dt == "f32":
-        expr = f"_flush({expr})"
-    if sat and dkind == "f":
-        expr = f"_satf({expr})"
-    g.write(ins, d, expr, dt, guard)
-
-
 # ld, st, cvta (every state space), atom, red, bar/barrier and `mov` of a variable's
 # address: memops.py (imported at the end of this file).
+
+
+def emit_mov_address(g, ins: Instruction) -> None:
+    """mov d, variable (the SYMBOL form of mov): the variable's address in its space."""
+    ops = ins.operands
+    m = Mods(ins)
+    t = m.one_type({"u32", "u64", "b32", "b64", "s32", "s64"})
+    m.done()
+    guard = g.guard(ins)
+    offset = paramaddr.parameter_offset(g.ck, ops[1].name)
+    function = getattr(g.ck.kernel, "function_addresses", {}).get(ops[1].name)
+    if offset is not None:
+        expr = g.const(np.uint64(offset))       # an address in the parameter space
+    elif function is not None:
+        expr = g.const(np.uint64(function))     # a device function pointer (ptx/functions.py)
+    else:
+        expr, _ = symbol(g, ins, ops[1].name)
+    if TYPES[t][0] == 4:
+        g.write(ins, ops[0], f"({expr} & _U64(0xFFFFFFFF)).astype(_U32)", "u32", guard)
+    else:
+        g.write(ins, ops[0], expr, "u64", guard)
 
 
 def emit_trap(g, ins: Instruction) -> None:
@@ -160,7 +100,5 @@ def emit_nop(g, ins: Instruction) -> None:
 
 FAMILY = family("convert", __name__)
 FAMILY.declare("mov", emit={ANY: emit_mov, SYMBOL: emit_mov_address}, pipe=INTEGER)
-FAMILY.declare("cvt", emit={ANY: emit_cvt, **dict.fromkeys(HALF_FORMS, half.emit_cvt), PACK: cvtpack.emit_cvt_pack,
-                           "f8": lowfloat.emit_cvt_f8, "tf32": lowfloat.emit_cvt_tf32})
 FAMILY.declare("trap", emit=emit_trap)
 FAMILY.declare("membar", "fence", emit=emit_nop)

@@ -1,4 +1,5 @@
-"""cvt.pack.sat (sm_72+): two s32 values saturated to a narrow integer type and packed.
+"""cvt.pack.sat (sm_72+): two s32 values saturated to a narrow integer type and packed (the
+arithmetic; cvt.py writes the instruction).
 
     cvt.pack.sat.{u16,s16}.s32 d, a, b
         d = sat(a) << 16 | sat(b)
@@ -12,8 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ptx.errors import PtxError
-from .operands import Mods, operands
 from .registry import provide
 
 WIDTHS = {"u16": 16, "s16": 16, "u8": 8, "s8": 8, "u4": 4, "s4": 4, "u2": 2, "s2": 2}
@@ -37,25 +36,4 @@ def cvt_pack(width: int, signed: bool, a, b, c):
 provide(_cvt_pack=cvt_pack)
 
 
-def emit_cvt_pack(g, ins):
-    m = Mods(ins)
-    m.take("pack")
-    if not m.take("sat"):
-        raise PtxError(ins.line, f"cvt.pack takes .sat: {ins.text}")
-    t = m.take(*WIDTHS)
-    src = m.take("s32")
-    ctype = m.take("b32")
-    m.done()
-    wide = t in ("u16", "s16")
-    if t is None or src is None or (ctype is None) != wide:
-        raise PtxError(ins.line, "cvt.pack.sat is .{u16,s16}.s32 d, a, b or "
-                                 f".{{u8,s8,u4,s4,u2,s2}}.s32.b32 d, a, b, c: {ins.text}")
-    ops = operands(ins, 3 if wide else 4)
-    guard = g.guard(ins)
-    c = "None" if wide else g.read(ins, ops[3], "u32")
-    expr = (f"_cvt_pack({WIDTHS[t]}, {t[0] == 's'}, {g.read(ins, ops[1], 's32')}, "
-            f"{g.read(ins, ops[2], 's32')}, {c})")
-    g.write(ins, ops[0], expr, "u32", guard)
-
-
-__all__ = ["cvt_pack", "emit_cvt_pack", "saturate"]
+__all__ = ["WIDTHS", "cvt_pack", "saturate"]

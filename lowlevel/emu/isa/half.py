@@ -1,7 +1,7 @@
-"""Half precision: .f16, .f16x2, .bf16, .bf16x2 arithmetic (the half-type forms of
-arith.py's rows: add sub mul fma min max neg abs ex2 tanh, and min/max.xorsign.abs), and the
-widening and rounding every half-type emitter uses (half_compare_convert.py's setp, set, cvt
-and atomics too).
+"""Half precision: .f16, .f16x2, .bf16, .bf16x2 arithmetic (`hop`: add sub mul fma min max
+ex2 tanh, which the half-type emitters of addmul.py, minmax.py and unary.py write through
+`half_modifiers` and `write_hop`), and the widening and rounding every half-type emitter
+uses (cvt.py's, compare.py's setp and set, halfatomic.py's atomics too).
 
 Registers hold the raw 16-bit patterns (a pair packs the first element, `.x`, in the low
 half). Every operation widens its inputs exactly to float64, computes there (exactly, or
@@ -24,6 +24,8 @@ subnormal inputs and results to signed zero; .sat clamps to [0, 1] with NaN -> +
 clamps negative results to +0 (NaN stays NaN).
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -242,99 +244,51 @@ def storage_type(t):
     return f"u{TYPES[t][0] * 8}"
 
 
-def emit_arith(g, ins):
-    """add sub mul fma min max neg abs ex2 tanh on .f16/.f16x2/.bf16/.bf16x2."""
-    op = ins.opcode
+class HalfModifiers(NamedTuple):
+    """The modifiers of an arithmetic instruction on the half types (half_modifiers)."""
+    type: str          # f16, f16x2, bf16, bf16x2
+    kind: str          # f16 or bf16, the element type
+    rnd: str | None
+    ftz: bool
+    sat: bool
+    relu: bool
+    nan: bool
+    approx: bool
+
+
+def half_modifiers(ins, bf16_ftz: bool = False) -> HalfModifiers:
+    """Take the modifiers every arithmetic instruction on the half types may carry; refuse
+    the rest by name, and .ftz on bf16 (which has no subnormal mode) unless `bf16_ftz`.
+    Whether a modifier suits the opcode is its emitter's check."""
     m = Mods(ins)
     t = m.one_type(HALF_TYPES | PAIR_TYPES)
-    kind = element_kind(t)
-    rnd = m.take(*ROUND_F)
-    ftz = bool(m.take("ftz"))
-    sat = bool(m.take("sat"))
-    relu = bool(m.take("relu"))
-    nan = bool(m.take("NaN"))
-    approx = bool(m.take("approx"))
+    hm = HalfModifiers(t, element_kind(t), m.take(*ROUND_F), bool(m.take("ftz")), bool(m.take("sat")),
+                       bool(m.take("relu")), bool(m.take("NaN")), bool(m.take("approx")))
     if m.take("xorsign"):
         raise unsupported(ins, ".xorsign.abs")
     if m.take("oob"):
         raise unsupported(ins, ".oob")
     m.done()
-    if ftz and kind == "bf16" and op not in ("ex2",):
-        raise PtxError(ins.line, f".ftz is not defined for .{t} {op}: {ins.text}")
-    if op in ("ex2", "tanh") and not approx:
-        raise PtxError(ins.line, f"{op} on .{t} needs .approx: {ins.text}")
-    if approx and op not in ("ex2", "tanh"):
-        raise PtxError(ins.line, f".approx is not defined for {op}.{t}: {ins.text}")
-    n_in = {"fma": 3, "neg": 1, "abs": 1, "ex2": 1, "tanh": 1}.get(op, 2)
+    if hm.ftz and hm.kind == "bf16" and not bf16_ftz:
+        raise PtxError(ins.line, f".ftz is not defined for .{t} {ins.opcode}: {ins.text}")
+    return hm
+
+
+def refuse_approx(ins, hm: HalfModifiers) -> None:
+    if hm.approx:
+        raise PtxError(ins.line, f".approx is not defined for {ins.opcode}.{hm.type}: {ins.text}")
+
+
+def write_hop(g, ins, hm: HalfModifiers, name: str, n_in: int) -> None:
+    """d = `name`(a, b, ...) through the runtime helper _hop (per half of a pair): the exact
+    result in float64, rounded once to the half type as `hm` says."""
     ops = operands(ins, n_in + 1)
     guard = g.guard(ins)
-    rt = storage_type(t)
-    xs = [g.read(ins, o, rt) for o in ops[1:]]
-    if op in ("neg", "abs"):
-        sign = 0x80008000 if t in PAIR_TYPES else 0x8000
-        k = g.const(numerics.UINT[TYPES[t][0]](sign))
-        x = xs[0]
-        if ftz:
-            x = f"_x2(_hop, ('max', 'f16', 'rn', True, False, False), {x}, {x})" if t in PAIR_TYPES \
-                else f"_hop('max', 'f16', 'rn', True, False, False, {x}, {x})"
-        expr = f"({x} ^ {k})" if op == "neg" else f"({x} & ~{k})"
-        g.write(ins, ops[0], expr, rt, guard)
-        return
-    name = op + (".NaN" if nan else "")
-    args = f"({name!r}, {kind!r}, {(rnd or 'rn')!r}, {ftz}, {sat}, {relu})"
-    if t in PAIR_TYPES:
-        expr = f"_x2(_hop, {args}, {', '.join(xs)})"
-    else:
-        expr = f"_hop(*{args}, {', '.join(xs)})"
+    rt = storage_type(hm.type)
+    xs = ", ".join(g.read(ins, o, rt) for o in ops[1:])
+    args = f"({name!r}, {hm.kind!r}, {(hm.rnd or 'rn')!r}, {hm.ftz}, {hm.sat}, {hm.relu})"
+    expr = f"_x2(_hop, {args}, {xs})" if hm.type in PAIR_TYPES else f"_hop(*{args}, {xs})"
     g.write(ins, ops[0], expr, rt, guard)
 
-
-# --- min/max.xorsign.abs (sm_86+): the min/max of |a| and |b| with the sign bit sign(a) XOR
-# sign(b); NaN rules as plain min/max (one NaN: the other operand; both, or either with
-# .NaN: the canonical NaN 0x7FFF, no sign set). Magnitudes compare on their 15 low bits.
-
-def xorsign_half(op: str, kind: str, ftz: bool, nan: bool, a, b):
-    """min/max.xorsign.abs on the raw 16-bit values a, b (uint32 arrays, low 16 bits)."""
-    a, b = np.asarray(a, U32) & U32(0xFFFF), np.asarray(b, U32) & U32(0xFFFF)
-    sign = (a ^ b) & U32(SIGN)
-    ma, mb = a & U32(MAG), b & U32(MAG)
-    if ftz:                                 # .ftz (f16 only): subnormal inputs are zeros
-        ma = np.where(ma < U32(SUBNORMAL_BELOW), U32(0), ma)
-        mb = np.where(mb < U32(SUBNORMAL_BELOW), U32(0), mb)
-    na, nb = ma > U32(INF[kind]), mb > U32(INF[kind])
-    pick = np.minimum(ma, mb) if op == "min" else np.maximum(ma, mb)
-    r = np.where(na, mb, np.where(nb, ma, pick)) | sign
-    is_nan = (na & nb) | ((na | nb) & nan)
-    return np.where(is_nan, U32(0x7FFF), r).astype(U32)
-
-
-def xorsign(op: str, kind: str, pair: bool, ftz: bool, nan: bool, a, b):
-    if not pair:
-        return xorsign_half(op, kind, ftz, nan, a, b).astype(U16)
-    a, b = np.asarray(a, U32), np.asarray(b, U32)
-    lo = xorsign_half(op, kind, ftz, nan, a, b)
-    hi = xorsign_half(op, kind, ftz, nan, a >> U32(16), b >> U32(16))
-    return (lo | (hi << U32(16))).astype(U32)
-
-
-provide(_xorsign=xorsign)
-
-
-def emit_xorsign(g, ins):
-    m = Mods(ins)
-    m.take("xorsign")
-    if not m.take("abs"):
-        raise PtxError(ins.line, f".xorsign needs .abs: {ins.text}")
-    ftz, nan = bool(m.take("ftz")), bool(m.take("NaN"))
-    t = m.one_type({"f16", "f16x2", "bf16", "bf16x2"})
-    m.done()
-    kind, pair = t.removesuffix("x2"), t.endswith("x2")
-    if ftz and kind == "bf16":
-        raise PtxError(ins.line, f".ftz is not defined for {ins.opcode}.{t}: {ins.text}")
-    d, a, b = operands(ins, 3)
-    rt = "u32" if pair else "u16"
-    expr = (f"_xorsign({ins.opcode!r}, {kind!r}, {pair}, {ftz}, {nan}, "
-            f"{g.read(ins, a, rt)}, {g.read(ins, b, rt)})")
-    g.write(ins, d, expr, rt, g.guard(ins))
 
 

@@ -1,4 +1,5 @@
-"""The 8-bit floats (.e4m3, .e5m2) and tf32: their cvt forms, and the values mma reads.
+"""The 8-bit floats (.e4m3, .e5m2) and tf32: the arithmetic of their cvt forms (cvt.py
+writes the instructions), and the values mma reads.
 
     cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f32    d, a, b;   d .b16: a to the upper byte
     cvt.rn.satfinite{.relu}.{e4m3x2,e5m2x2}.f16x2  d, a;      a's upper half to the upper byte
@@ -27,9 +28,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ptx.errors import PtxError
-from ..ptx.ir import Imm, Reg
-from .operands import Mods, needs_target, operands, unsupported
 from .registry import provide
 
 F64 = np.float64
@@ -108,7 +106,6 @@ def f16x2_from_f8x2(x, kind, relu):
 
 
 TF32_MAX = np.uint32(0x7F7FE000)
-PAIR32 = ("b32", "f16x2")
 
 
 def tf32_from_f32(x, mode: str, relu: bool, satfinite: bool):
@@ -139,97 +136,3 @@ def tf32_from_f32(x, mode: str, relu: bool, satfinite: bool):
 
 provide(_f8x2_from_f32=f8x2_from_f32, _f8x2_from_f16x2=f8x2_from_f16x2,
         _f16x2_from_f8x2=f16x2_from_f8x2, _tf32_from_f32=tf32_from_f32)
-
-
-# --- emitters ---------------------------------------------------------------------------
-
-
-def _register(g, ins, op, types: tuple, what: str):
-    """ptxas takes only a register of one of `types` here (no immediate, no other type)."""
-    rtype = g.ck.kernel.registers.get(op.name) if isinstance(op, Reg) else None
-    if rtype is None or op.negated or rtype not in types:
-        raise PtxError(ins.line, f"cvt: {what} must be a {' or '.join('.' + t for t in types)} "
-                                 f"register: {ins.text}")
-    return op
-
-
-def _f32_source(g, ins, op, what: str):
-    """An .f32 operand: an .f32 or .b32 register, or a float immediate (as ptxas takes)."""
-    if isinstance(op, Imm):
-        if not op.is_float:
-            raise PtxError(ins.line, f"cvt: {what} must be an .f32 operand, not an integer: {ins.text}")
-        return g.read(ins, op, "f32")
-    return g.read(ins, _register(g, ins, op, ("f32", "b32"), what), "f32")
-
-
-def emit_cvt_f8(g, ins):
-    m = Mods(ins)
-    rnd = m.take("rn", "rna", "rz", "rm", "rp")
-    satfinite = m.take("satfinite") is not None
-    relu = m.take("relu") is not None
-    got = [x for x in m.left if x in ("e4m3x2", "e5m2x2", "f32", "f16x2")]
-    for x in got:
-        m.left.remove(x)
-    m.done()
-    # ptxas: sm_90 with PTX 7.8, or sm_89 with PTX 8.1
-    what = "cvt with .e4m3x2/.e5m2x2"
-    needs_target(g, ins, 89, 81 if g.ck.kernel.binary_version == 89 else 78, what)
-    if rnd != "rn":
-        raise PtxError(ins.line, f"cvt with .e4m3x2/.e5m2x2 takes (and needs) .rn: {ins.text}")
-    if len(got) != 2 or got[0] == got[1]:
-        raise unsupported(ins, "types (cvt.rn.satfinite.{e4m3x2,e5m2x2}.{f32,f16x2} or "
-                               "cvt.rn.f16x2.{e4m3x2,e5m2x2})")
-    dt, st = got
-    guard = g.guard(ins)
-    if dt in ("e4m3x2", "e5m2x2"):
-        if not satfinite:
-            raise PtxError(ins.line, f"'.satfinite' modifier required for cvt with destination "
-                                     f"type .{dt}: {ins.text}")
-        kind = dt[:4]
-        if st == "f32":
-            d, a, b = operands(ins, 3)
-            expr = (f"_f8x2_from_f32({_f32_source(g, ins, a, 'a')}, {_f32_source(g, ins, b, 'b')}, "
-                    f"{kind!r}, {relu})")
-        elif st == "f16x2":
-            d, a = operands(ins, 2)
-            expr = f"_f8x2_from_f16x2({g.read(ins, _register(g, ins, a, PAIR32, 'a'), 'u32')}, {kind!r}, {relu})"
-        else:
-            raise unsupported(ins, f"cvt.{dt}.{st}")
-        g.write(ins, _register(g, ins, d, ('b16',), "d"), expr, "u16", guard)
-        return
-    if dt != "f16x2" or satfinite:
-        raise unsupported(ins, f"cvt{'.satfinite' if satfinite else ''}.{dt}.{st} (the 8-bit "
-                               "floats widen only to .f16x2, without .satfinite)")
-    d, a = operands(ins, 2)
-    expr = f"_f16x2_from_f8x2({g.read(ins, _register(g, ins, a, ('b16',), 'a'), 'u16')}, {st[:4]!r}, {relu})"
-    g.write(ins, _register(g, ins, d, PAIR32, "d"), expr, "u32", guard)
-
-
-def emit_cvt_tf32(g, ins):
-    m = Mods(ins)
-    mode = m.take("rna", "rn", "rz")
-    satfinite = m.take("satfinite") is not None
-    relu = m.take("relu") is not None
-    tf32 = m.take("tf32")
-    ts = m.types()
-    m.done()
-    if tf32 is None or ts != ["f32"]:
-        raise unsupported(ins, "tf32 conversions other than cvt.{rna,rn,rz}.tf32.f32")
-    if mode is None:
-        raise PtxError(ins.line, f"cvt.tf32.f32 needs .rna, .rn or .rz: {ins.text}")
-    if mode == "rna":
-        needs_target(g, ins, 80, 70, "cvt.rna.tf32.f32")
-        if relu:
-            raise PtxError(ins.line, f"cvt.rna.tf32.f32 takes no .relu: {ins.text}")
-        if satfinite:
-            needs_target(g, ins, 80, 81, ".satfinite on cvt.rna.tf32.f32")
-    else:
-        needs_target(g, ins, 90, 78, f"cvt.{mode}.tf32.f32")
-        if satfinite:            # PTX 8.6 and sm_100: beyond the emulated device
-            raise PtxError(ins.line, f".satfinite on cvt.{mode}.tf32.f32 requires .target sm_100 "
-                                     f"or higher: {ins.text}")
-    d, a = operands(ins, 2)
-    expr = f"_tf32_from_f32({_f32_source(g, ins, a, 'a')}, {mode!r}, {relu}, {satfinite})"
-    g.write(ins, _register(g, ins, d, ('b32',), "d"), expr, "u32", g.guard(ins))
-
-

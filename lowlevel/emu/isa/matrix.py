@@ -15,7 +15,12 @@ with a launch fault naming it.
 every shape and type of the PTX ISA up to sm_90: the table, the fragment layouts and how
 the sums are rounded are in mma_shapes.py; m8n8k4 with .f16 (four quad-pair products per
 warp, A and B in either layout) in mma_quadpair.py. The f64 m16n8 shapes need .target
-sm_90, the 8-bit floats (e4m3, e5m2) sm_89. stmatrix and movmatrix: matrix_store.py.
+sm_90, the 8-bit floats (e4m3, e5m2) sm_89.
+
+    mma.sp{::ordered_metadata}.sync.aligned.SHAPE.row.col{.satfinite}.DTYPE.ATYPE.BTYPE.CTYPE d, a, b, c, e, f;
+
+a structured-sparse A: its forms, metadata and arithmetic are in mma_sparse.py. stmatrix and
+movmatrix: matrix_store.py.
 """
 from __future__ import annotations
 
@@ -23,10 +28,10 @@ import numpy as np
 
 from .warpmask import converged
 from ..ptx.errors import PtxError
-from ..ptx.ir import Vec
+from ..ptx.ir import Imm, Reg, Vec
 from . import mma_quadpair, mma_shapes
 from .addressing import address, take_space
-from .operands import Mods, operands, unsupported
+from .operands import Mods, needs_target, operands, unsupported
 from . import mma_sparse
 from .registry import ANY, SPARSE, TENSOR, family, provide
 
@@ -223,6 +228,92 @@ def emit_mma(g, ins):
         g.write(ins, e, f"{tmp}[{i}]", REG_TYPE[dtype], None)
 
 
+# --- mma.sp: a structured-sparse A (mma_sparse.py: its forms, metadata and arithmetic) -----
+
+def _sparse_regs(ins, op, n: int, what: str) -> list:
+    elems = op.elems if isinstance(op, Vec) else [op]
+    if len(elems) != n or any(e is None for e in elems):
+        raise PtxError(ins.line, f"mma.sp {what} takes {n} registers: {ins.text}")
+    return elems
+
+
+def _sparse_types(ins, m: Mods) -> list[str]:
+    got = [x for x in m.left if x in mma_shapes.PER_REG or x in ("f32", "s32")]
+    for x in got:
+        m.left.remove(x)
+    if len(got) != 4:
+        raise unsupported(ins, "types (.dtype.atype.btype.ctype)")
+    return got
+
+
+def _check_sparse(g, ins, shape, ts, satfinite: bool, ordered: bool) -> str:
+    dtype, atype, btype, ctype = ts
+    family = mma_shapes.FAMILY.get(atype)
+    if (shape, family) not in mma_sparse.FORMS or mma_shapes.FAMILY.get(btype) != family:
+        raise unsupported(ins, f"types .{atype}.{btype} for mma.sp .{shape}")
+    if dtype != ctype or ctype not in mma_sparse.ACCUMULATORS[family]:
+        raise PtxError(ins.line, f"mma.sp .{shape}.{atype}: .dtype and .ctype must be the same, one "
+                                 f"of {', '.join('.' + t for t in mma_sparse.ACCUMULATORS[family])}: {ins.text}")
+    if satfinite and family not in ("i8", "i4"):
+        raise PtxError(ins.line, f".satfinite applies only to integer mma.sp: {ins.text}")
+    if family == "f8":
+        needs_target(g, ins, 89, 84, "mma.sp with the 8-bit floats (.e4m3, .e5m2)")
+    else:
+        needs_target(g, ins, 80, 71, "mma.sp")
+    if ordered:
+        needs_target(g, ins, 80, 85, "mma.sp::ordered_metadata")
+    return family
+
+
+def _sparse_selector(ins, f, shape: str, family: str) -> int:
+    if not isinstance(f, Imm) or f.is_float:
+        raise PtxError(ins.line, f"mma.sp: the sparsity selector must be an integer constant: {ins.text}")
+    count = 4 // mma_sparse.FORMS[(shape, family)]
+    lax = (shape, family) == ("m16n8k32", "f16")          # ptxas takes 0..3 here
+    if not 0 <= f.value < (4 if lax else count):
+        raise PtxError(ins.line, f"mma.sp .{shape} with .{family}: the sparsity selector {f.value} "
+                                 f"is out of range [0..{count - 1}]: {ins.text}")
+    if f.value >= count:        # the ISA: thread pair 0 (threads 0, 1) or 1 (threads 2, 3)
+        raise unsupported(ins, f"sparsity selector {f.value} for .m16n8k32 .f16 (the PTX ISA "
+                               "allows 0 or 1; the result is undefined)")
+    return int(f.value)
+
+
+def emit_mma_sp(g, ins):
+    m = Mods(ins)
+    kind = m.take("sp", "sp::ordered_metadata")
+    shape = m.take(*{s for s, _ in mma_sparse.FORMS})
+    form = [m.take("sync"), m.take("aligned"), m.take("row"), m.take("col")]
+    if kind is None or shape is None or None in form:
+        raise unsupported(ins, "form (mma.sp{::ordered_metadata}.sync.aligned.SHAPE.row.col, the "
+                               "shapes of the PTX ISA)")
+    satfinite = m.take("satfinite") is not None
+    ts = _sparse_types(ins, m)
+    m.done()
+    family = _check_sparse(g, ins, shape, ts, satfinite, kind != "sp")
+    if ins.guard is not None:
+        raise unsupported(ins, "a predicated mma.sp")
+    d, a, b, c, e, f = operands(ins, 6)
+    selector = _sparse_selector(ins, f, shape, family)
+    dtype, atype, btype, ctype = ts
+    k = mma_shapes.dims(shape)[2]
+    nab = k // (4 * mma_shapes.PER_REG[atype])
+    nc = 2 if ctype == "f16" else 4
+    d, c = _sparse_regs(ins, d, nc, "d"), _sparse_regs(ins, c, nc, "c")
+    a, b = _sparse_regs(ins, a, nab, "a"), _sparse_regs(ins, b, nab, "b")
+    if not isinstance(e, Reg):
+        raise PtxError(ins.line, f"mma.sp: the metadata must be a .b32 register: {ins.text}")
+    av = ", ".join(g.read(ins, x, "u32") for x in a)
+    bv = ", ".join(g.read(ins, x, "u32") for x in b)
+    cv = ", ".join(g.read(ins, x, mma_sparse.REG_TYPE[ctype]) for x in c)
+    opts = {"satfinite": satfinite, "ordered": kind != "sp"}
+    tmp = g.fresh()
+    g.emit(f"{tmp} = _mma_sp(C, {shape!r}, {(atype, btype, ctype)!r}, [{av}], [{bv}], [{cv}], "
+           f"{g.read(ins, e, 'u32')}, {selector}, {opts!r}, {ins.text!r})")
+    for i, x in enumerate(d):
+        g.write(ins, x, f"{tmp}[{i}]", mma_sparse.REG_TYPE[dtype], None)
+
+
 FAMILY = family("matrix", __name__)
 FAMILY.declare("ldmatrix", emit=emit_ldmatrix)
-FAMILY.declare("mma", emit={ANY: emit_mma, SPARSE: mma_sparse.emit_mma_sp}, pipe=TENSOR)
+FAMILY.declare("mma", emit={ANY: emit_mma, SPARSE: emit_mma_sp}, pipe=TENSOR)

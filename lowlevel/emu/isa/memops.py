@@ -1,11 +1,9 @@
-"""Code generation for memory instructions in every state space, atomics and barriers.
+"""Code generation for loads and stores in every state space, cvta, and barriers.
 
-Declared in isa/registry.py (family memops; st, atom, red take the async and vector forms
-of asyncstore.py and vecatom.py too):
-  ld / st       .global .const .shared .local .param(ld) and generic (no space); ldu as ld
-  atom / red    .add .min .max .inc .dec .and .or .xor .exch .cas on global, shared,
-                generic (semantics/scope qualifiers accepted: everything is sequentially
-                consistent here)
+Declared in isa/registry.py (family memops):
+  ld / st       .global .const .shared .local .param(ld) and generic (no space); ldu as ld;
+                st.async into a cluster peer's shared memory (asyncstore.py's run time)
+  atom / red    atom.py
   cvta          .global .const (identity), .shared{::cta,::cluster} .local .param (add or
                 remove the generic window; .param: paramaddr.py)
   isspacep      spacep.py
@@ -17,9 +15,6 @@ of asyncstore.py and vecatom.py too):
                 barrier.cluster.arrive/wait: cluster.py
   ld/st/atom .shared::cluster: another CTA's shared memory (cluster.py's addresses)
   cp.async      asyncopy.py (the copy at issue time; commit/wait are no-ops)
-  mov           of a variable name: its address in its own space (shared/local offset,
-                global address); of a function name: its address (ptx/functions.py): a
-                form of convert.py's mov row
 Addresses: see addressing.py for the windows and the address operand.
 """
 from __future__ import annotations
@@ -28,15 +23,15 @@ import numpy as np
 
 from ..ptx.errors import PtxError
 from ..ptx.ir import TYPES, Addr, Imm, Instruction, Reg, Sym, Vec
-from . import barred, cluster, half_compare_convert, paramaddr
+from . import barred, cluster, paramaddr
 from .addressing import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, address, operands_less_policy, plus_offset, symbol, take_space
+from .asyncstore import ST_TYPES, async_addresses, async_modifiers
 from .operands import CACHE_MODS, Mods, operands, unsupported, view_name
-from . import asyncstore, vecatom
-from .registry import ANY, ASYNC, MEMORY, VECTOR, family
+from .registry import ANY, ASYNC, MEMORY, family
 from .warpmask import sync_kind
 
 _SPACES = ("global", "param", "shared", "local", "const", "generic", "tex")
-_SEMANTICS = {"relaxed", "acquire", "release", "acq_rel", "sc", "weak", "volatile", "mmio",
+SEMANTICS = {"relaxed", "acquire", "release", "acq_rel", "sc", "weak", "volatile", "mmio",
               "cta", "gpu", "sys", "cluster"}
 
 
@@ -184,73 +179,28 @@ def emit_st(g, ins: Instruction) -> None:
     g.emit(f"{call}{a}, {size}, {vec}, {value}, {iid}, {gexpr})")
 
 
-# --- atomics -------------------------------------------------------------------------
-
-_ATOM_TYPES = {
-    "add": {"u32", "s32", "u64", "s64", "f32", "f64"},
-    "min": {"u32", "s32", "u64", "s64"}, "max": {"u32", "s32", "u64", "s64"},
-    "inc": {"u32"}, "dec": {"u32"},
-    "and": {"b32", "b64"}, "or": {"b32", "b64"}, "xor": {"b32", "b64"},
-    "exch": {"b32", "b64"}, "cas": {"b16", "b32", "b64"},
-}
-
-
-def emit_atom(g, ins: Instruction) -> None:
-    is_red = ins.opcode == "red"
+# st.async: a store into a cluster peer's shared memory, completed on its mbarrier (asyncstore.py)
+def emit_st_async(g, ins: Instruction) -> None:
     m = Mods(ins)
-    space = take_space(ins, m, "global", "shared", "generic", cluster_ok=True) or "generic"
-    m.take_all(_SEMANTICS)
-    m.take_all({"L2"})
-    op = m.take(*_ATOM_TYPES)
-    if op is None:
-        raise unsupported(ins, "operation")
-    noftz = m.take("noftz")
-    vec = m.take("v2", "v4", "v8")
-    if vec:
-        raise unsupported(ins, f".{vec} atomics")
-    ts = m.types()
+    async_modifiers(ins, m)
+    m.take("weak")
+    vec = m.take("v2", "v4")
+    t = m.one_type(ST_TYPES)
     m.done()
-    if len(ts) != 1:
-        raise PtxError(ins.line, f"expected one type on {ins.opcode}: {ins.text}")
-    t = ts[0]
-    op_expr = repr(op)
-    if noftz:
-        # half-precision adds: a step function over the raw bits (half_compare_convert.py)
-        step, t = half_compare_convert.half_atomic(ins, op, t)
-        op_expr = f"_half_atom{len(g.ns)}"
-        g.ns[op_expr] = step
-    elif t not in _ATOM_TYPES[op]:
-        raise unsupported(ins, f".{op} on .{t}")
-    ops = operands_less_policy(g, ins, 2)
-    n_src = 2 if op == "cas" else 1
-    want = (0 if is_red else 1) + 1 + n_src
-    if len(ops) != want:
-        raise PtxError(ins.line, f"{ins.opcode}.{op} takes {want} operands: {ins.text}")
-    d = None if is_red else ops[0]
-    addr = ops[0 if is_red else 1]
-    srcs = ops[(1 if is_red else 2):]
+    n = int(vec[1:]) if vec else 1
+    size = TYPES[t][0]
+    if size * n > 16:
+        raise PtxError(ins.line, f"st.async of more than 128 bits: {ins.text}")
+    if len(ins.operands) != 3:
+        raise PtxError(ins.line, f"st.async takes [a], b, [mbar]: {ins.text}")
+    a, b, mb = async_addresses(g, ins, ins.operands)
+    srcs = b.elems if isinstance(b, Vec) else [b]
+    if len(srcs) != n or None in srcs:
+        raise PtxError(ins.line, f"st.async{'.' + vec if vec else ''} needs {n} sources: {ins.text}")
+    values = "(" + ", ".join(g.read(ins, s, f"u{size * 8}") for s in srcs) + ",)"
     guard = g.guard(ins)
-    size, kind = TYPES[t]
-    ut = f"u{size * 8}"
-    vals = []
-    for s in srcs:
-        if isinstance(s, Imm) and kind == "f":
-            vals.append(f"{g.read(ins, s, t)}.view(_U{size * 8})")
-        else:
-            vals.append(g.read(ins, s, ut))
-    if space in ("shared", "shared::cluster"):
-        g.ck.uses_shared = True
-    a = address(g, ins, addr, space)
     iid = g.ns["_register_instruction"](ins)
-    gexpr = guard if guard is not None else "None"
-    c = vals[1] if op == "cas" else "None"
-    call = f"C.atom({space!r}, {a}, {op_expr}, {t!r}, {vals[0]}, {c}, {iid}, {gexpr}"
-    if is_red:
-        g.emit(call + ", False)")
-        return
-    tmp = g.fresh()
-    g.emit(f"{tmp} = {call})")
-    g.write(ins, d, tmp, ut, guard)
+    g.emit(f"_st_async(C, {a}, {mb}, {values}, {size}, {iid}, {guard if guard is not None else 'None'})")
 
 
 # --- cvta ----------------------------------------------------------------------------
@@ -301,29 +251,6 @@ def _cvta_symbol(g, ins: Instruction, name: str, space: str):
         raise PtxError(ins.line, f"{name} is not a parameter of kernel "
                                  f"{g.ck.kernel.name}: {ins.text}")
     return symbol(g, ins, name)
-
-
-# --- mov of a variable's address -------------------------------------------------------
-
-def emit_mov_address(g, ins: Instruction) -> None:
-    """mov d, variable (the SYMBOL form of mov): the variable's address in its space."""
-    ops = ins.operands
-    m = Mods(ins)
-    t = m.one_type({"u32", "u64", "b32", "b64", "s32", "s64"})
-    m.done()
-    guard = g.guard(ins)
-    offset = paramaddr.parameter_offset(g.ck, ops[1].name)
-    function = getattr(g.ck.kernel, "function_addresses", {}).get(ops[1].name)
-    if offset is not None:
-        expr = g.const(np.uint64(offset))       # an address in the parameter space
-    elif function is not None:
-        expr = g.const(np.uint64(function))     # a device function pointer (ptx/functions.py)
-    else:
-        expr, _ = symbol(g, ins, ops[1].name)
-    if TYPES[t][0] == 4:
-        g.write(ins, ops[0], f"({expr} & _U64(0xFFFFFFFF)).astype(_U32)", "u32", guard)
-    else:
-        g.write(ins, ops[0], expr, "u64", guard)
 
 
 # --- barriers ------------------------------------------------------------------------
@@ -389,9 +316,6 @@ def _barrier_id_count(ins: Instruction, ops) -> tuple:
 
 FAMILY = family("memops", __name__)
 FAMILY.declare("ld", "ldu", emit=emit_ld, pipe=MEMORY)       # ldu: a load of read-only data (.global or generic)
-FAMILY.declare("st", emit={ANY: emit_st, ASYNC: asyncstore.emit_st_async}, pipe=MEMORY)
-FAMILY.declare("atom", emit={ANY: emit_atom, VECTOR: vecatom.emit_vector_atom}, pipe=MEMORY)
-FAMILY.declare("red", emit={ANY: emit_atom, VECTOR: vecatom.emit_vector_atom, ASYNC: asyncstore.emit_red_async},
-               pipe=MEMORY)
-FAMILY.declare("cvta", emit=emit_cvta)      # mov of a variable's address (emit_mov_address) is a form of convert.py's mov
+FAMILY.declare("st", emit={ANY: emit_st, ASYNC: emit_st_async}, pipe=MEMORY)
+FAMILY.declare("cvta", emit=emit_cvta)
 FAMILY.declare("bar", "barrier", emit=emit_bar, ends_block=ends_block, follows=barred.follower, warp_sync=sync_kind)

@@ -14,7 +14,7 @@ A family is one `Family` object, made in its module with `family(...)`:
 
     emit        the emitter, emitter(gen, ins) writes the Python of one instruction; or a dict
                 {form: emitter} when the opcode's forms are written by different functions
-                (the half-type forms of `add` by half.py's emit_arith, `.cc` by carry.py's)
+                (the half-type forms of `add` by emit_half, `.cc` by emit_carry)
     forms       the forms `emit` takes when it is one function (default: ANY, every form)
     pipe        its class for the time model (tools/timemodel.py): TENSOR, MEMORY, SFU,
                 INTEGER, or TYPED (FP64, FP32 or integer by the instruction's type); or a
@@ -25,7 +25,7 @@ A family is one `Family` object, made in its module with `family(...)`:
     warp_sync   ins -> "bar"/"data"/None: a *.sync warp instruction (engine/warpwait.py)
 
 Every opcode is declared by exactly one family, once (a second declaration is an error), so
-all the emitters of an opcode are found in one row, and nothing depends on the order the
+all the emitters of an opcode are found in one row (and defined in its family's module), and nothing depends on the order the
 families are imported in. The forms: ANY takes every instruction of the opcode; a type
 family ("f16", "bf16": the half types and their pairs; "i16x2", "tf32", "f8") takes the
 instructions of that type; CARRY (`.cc`), SYMBOL (`mov d, variable`), SPARSE (`mma.sp`),
@@ -53,7 +53,9 @@ Converting a module written against the old `register(emitter, *opcodes, forms=.
   forms=F)` as `FAMILY.declare("a", "b", emit=fn, forms=F, pipe=...)` (pipe: TENSOR for a
   tensor-core opcode such as wgmma, MEMORY for loads, stores and copies, SFU, INTEGER, or the
   default TYPED); a form of an opcode that another family declares goes into that family's
-  row as `emit={..., F: fn}` (import the emitter there);
+  row as `emit={..., F: fn}`, its emitter written in that family's module (every emitter
+  of an opcode is defined in one module: tests/emu/isa/test_families.py), what it shares
+  with other opcodes kept in a helper module that declares no rows;
 - state kept on the launch (`C.__dict__["x"]`, `getattr(C, "x", None)`, `C.x = ...` made
   lazily) becomes a field of the family's LaunchState (`state=` of `family`), read as
   `C.<name>_state.x`; renew per-batch fields in `new_batch` instead of comparing
@@ -76,7 +78,7 @@ SYMBOL = "symbol"
 SPARSE = "sp"          # mma.sp{::ordered_metadata}
 ASYNC = "async"
 VECTOR = "vector"
-PACK = "pack"          # cvt.pack.sat (cvtpack.py)
+PACK = "pack"          # cvt.pack.sat (cvt.py)
 # modifier forms tried before the type families: an opcode whose row has none of them is
 # not affected
 XORSIGN = "xorsign"    # min/max.xorsign.abs on half types
@@ -212,7 +214,7 @@ def special_register(name: str, reader: Callable) -> None:
 def forms_of(ins: Instruction) -> list[str]:
     """The forms `ins` has, most specific first, ANY last."""
     families = [TYPE_FAMILIES[m] for m in ins.mods if m in TYPE_FAMILIES]
-    # an 8-bit float pair decides wherever it stands (cvt.rn.f16x2.e4m3x2 is lowfloat.py's)
+    # an 8-bit float pair decides wherever it stands (cvt.rn.f16x2.e4m3x2 is emit_cvt_f8's)
     forms = _modifier_forms(ins.mods) + (["f8"] if "f8" in families else families[:1])
     if "cc" in ins.mods:
         forms.append(CARRY)

@@ -125,7 +125,8 @@ def emit_video(g, ins):
             "u32", g.guard(ins))
 
 
-def emit_packed16(g, ins):
+def write_packed16(g, ins):
+    """add/min/max.{s16x2,u16x2} d, a, b (sm_90), for the modules of those opcodes."""
     m = Mods(ins)
     t = m.take("s16x2", "u16x2")
     m.done()
@@ -149,7 +150,7 @@ def emit_bmsk(g, ins):
     g.write(ins, d, f"_bmsk({x}, {y}, {mode == 'wrap'})", "u32", g.guard(ins))
 
 
-# add/min/max.{s,u}16x2 (emit_packed16) are forms of arith.py's rows
+# add/min/max.{s,u}16x2 are forms of addmul.py's and minmax.py's rows (write_packed16)
 FAMILY = family("simd", __name__)
 FAMILY.declare(*(f"{op}{n}" for op in VIDEO_OPS for n in (2, 4)), emit=emit_video)
 FAMILY.declare("bmsk", emit=emit_bmsk)

@@ -2,7 +2,8 @@
 and keeps to itself:
 
 - every opcode has one row, declared by one family in that family's module, and every
-  emitter the decoder can find is in its opcode's row;
+  emitter the decoder can find is in its opcode's row; all the emitters of an opcode (every
+  form) are defined in one module, so one file says how the opcode runs;
 - a family's per-launch state has declared fields (__slots__), is made by the scheduler,
   and is touched only by that family's modules: no other module names its launch attribute,
   and no module of isa/ keeps state on the launch by other means (`C.__dict__`,
@@ -56,6 +57,18 @@ def test_every_opcode_has_one_row_declared_by_one_family():
         row = registry.OPCODES[opcode]
         assert row.emitters[form] is emitter, f"{opcode} ({form or 'any form'}) is not in its row"
         assert row.family.rows[opcode] is row
+
+
+def test_every_opcodes_emitters_are_defined_in_one_module():
+    modules = {}
+    for (opcode, form), emitter in registry.EMITTERS.items():
+        modules.setdefault(opcode, {}).setdefault(emitter.__module__.rsplit(".", 1)[-1], []).append(form or "any")
+    spread = {op: where for op, where in modules.items() if len(where) > 1}
+    assert not spread, f"opcodes with emitters in several modules (form by module): {spread}"
+    for opcode, where in modules.items():
+        family = registry.OPCODES[opcode].family
+        assert set(where) == {family.module}, \
+            f"{opcode}'s emitters are in {', '.join(where)}.py, not its family's module {family.module}.py"
 
 
 def test_rows_are_declared_in_their_familys_module():
