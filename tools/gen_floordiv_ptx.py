@@ -13,7 +13,9 @@ float64: q = floor(a / b), r = a - q * b by one fma (exact for every quotient be
 a - q*b is then a float64), and the same step down where the division rounded up onto an
 integer (r's sign differs from b's). A larger quotient of finite numbers takes the exact
 fmod by long division (y doubled up to x's binade, then halved back, subtracted where it
-fits: one loop step per binary digit of the quotient, up to about 2100), then the step. The special values follow PyTorch's
+fits: one loop step per binary digit of the quotient, up to about 2100), q = (a - r) / b
+from it as PyTorch's div_floor_floating computes it (floor(a / b) of the rounded quotient
+can be one off there), then the step. The special values follow PyTorch's
 div_floor_floating and fmod: a // 0 is a / 0 (inf or NaN); an infinite a or a NaN gives
 NaN; a // inf is 0, or -1 where a and b differ in sign (a % inf is then a, or inf).
 float32, float16 and bfloat16 are widened to float64 by the backend (exact), run here and
@@ -86,12 +88,17 @@ def _float(op: str) -> list:
               ("bra             DOWN_LOOP;", "next binary digit of the quotient"),
               ("FMOD_DONE:", ""),
               ("copysign.f64    %fd5, %fd0, %fd10;", "fd5 = r = fmod(a, b): |r| with a's sign"),
+              # q from the exact remainder, as PyTorch's div_floor_floating (and numpy) do:
+              # floor(a / b) of the rounded quotient can be one off up here
+              ("sub.rn.f64      %fd4, %fd0, %fd5;", "fd4 = a - r"),
+              ("div.rn.f64      %fd3, %fd4, %fd1;", "fd3 = q = (a - r) / b: an integer this large"),
               (f"setp.ne.f64     %p3, %fd5, {zero};", "p3 = (r != 0)"),
               (f"setp.lt.f64     %p4, %fd5, {zero};", "p4 = (r < 0)"),
               (f"setp.lt.f64     %p5, %fd1, {zero};", "p5 = (b < 0)"),
               ("xor.pred        %p4, %p4, %p5;", "p4 = r and b differ in sign"),
               ("and.pred        %p3, %p3, %p4;", "p3 = r takes b's sign by one step"),
-              ("@%p3 add.rn.f64 %fd5, %fd5, %fd1;", "r += b (one rounding); q stays floor(a / b), an integer here"),
+              (f"@%p3 sub.rn.f64 %fd3, %fd3, {one};", "q -= 1"),
+              ("@%p3 add.rn.f64 %fd5, %fd5, %fd1;", "r += b (one rounding)"),
               ("bra             STORE;", "the result is ready"),
               ("SMALL_QUOTIENT:", "")]
     small = [("neg.f64         %fd4, %fd3;", "fd4 = -q"),
