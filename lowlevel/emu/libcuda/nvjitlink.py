@@ -6,11 +6,12 @@ its own, process-wide, before any client has loaded the real one: cuda.pathfinde
 every client of cuda.bindings loads nvJitLink through, takes an already loaded library
 first. Each of its functions calls the real nvJitLink, loaded after it by its path (so that a
 lookup by name still finds the interposed one), and does exactly what it did; in addition, for each link that completes, the whole-program PTX of the same link
-is kept: the one PTX input itself, or, for LTO-IR inputs (linked with -lto), the same link
-made again with -ptx. The cubin the client gets is the real one; emu/driver/linked.py
+is kept: the one PTX input itself, several PTX inputs linked by lowlevel's PTX linker
+(emu/ptx/linker.py), or, for LTO-IR inputs (linked with -lto), the same link made again
+with -ptx. The cubin the client gets is the real one; emu/driver/linked.py
 remembers which PTX it came from, and a module loaded from that cubin on a device of its
-architecture runs that PTX. A link of several PTX inputs, or of cubins, fatbins or
-libraries, keeps no PTX: its cubin is refused as any cubin is (CUDA_ERROR_NO_BINARY_FOR_GPU).
+architecture runs that PTX. A link with cubins, fatbins, objects or libraries among its
+inputs keeps no PTX: its cubin is refused as any cubin is (CUDA_ERROR_NO_BINARY_FOR_GPU).
 """
 import ctypes
 import os
@@ -19,6 +20,8 @@ import sys
 import threading
 
 from ..driver import linked
+from ..ptx.linker import LinkError
+from ..ptx.linker import link as ptx_link
 from .build import built
 from .source import PYTHON_LOCK
 
@@ -162,6 +165,12 @@ class Interposer:
         kinds = {kind for kind, _, _ in link.inputs}
         if kinds == {INPUT_PTX} and len(link.inputs) == 1:
             return link.inputs[0][1].rstrip(b"\0").decode()
+        if kinds == {INPUT_PTX}:                      # several: linked as PTX (emu/ptx/linker.py)
+            try:
+                return ptx_link([(data.split(b"\0", 1)[0].decode(errors="replace"), name.decode(errors="replace"))
+                                 for _, data, name in link.inputs])
+            except LinkError:                         # nvJitLink linked it, so this is rare: the cubin is refused
+                return None
         if INPUT_LTOIR in kinds and b"-lto" in link.options:
             return self._link_to_ptx(link)
         return None
