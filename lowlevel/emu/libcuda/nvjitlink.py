@@ -162,21 +162,27 @@ class Interposer:
         return result
 
     def _whole_program_ptx(self, link: Link) -> str | None:
+        """The PTX of the link: its LTO-IR inputs linked again with -ptx, and its PTX inputs,
+        linked together as PTX (emu/ptx/linker.py) where there are several."""
         kinds = {kind for kind, _, _ in link.inputs}
-        if kinds == {INPUT_PTX} and len(link.inputs) == 1:
-            return link.inputs[0][1].rstrip(b"\0").decode()
-        if kinds == {INPUT_PTX}:                      # several: linked as PTX (emu/ptx/linker.py)
-            try:
-                return ptx_link([(data.split(b"\0", 1)[0].decode(errors="replace"), name.decode(errors="replace"))
-                                 for _, data, name in link.inputs])
-            except LinkError:                         # nvJitLink linked it, so this is rare: the cubin is refused
+        if not kinds <= {INPUT_PTX, INPUT_LTOIR} or (INPUT_LTOIR in kinds and b"-lto" not in link.options):
+            return None                               # cubins, fatbins, objects, libraries: SASS
+        parts = [(data.split(b"\0", 1)[0].decode(errors="replace"), name.decode(errors="replace"))
+                 for kind, data, name in link.inputs if kind == INPUT_PTX]
+        if INPUT_LTOIR in kinds:
+            optimised = self._link_to_ptx(link)
+            if optimised is None:
                 return None
-        if INPUT_LTOIR in kinds and b"-lto" in link.options:
-            return self._link_to_ptx(link)
-        return None
+            parts.insert(0, (optimised, "the LTO-IR inputs"))
+        if len(parts) == 1:
+            return parts[0][0]
+        try:
+            return ptx_link(parts)
+        except LinkError:                             # nvJitLink linked it, so this is rare: the cubin is refused
+            return None
 
     def _link_to_ptx(self, link: Link) -> str | None:
-        """The same LTO link made again with -ptx: the PTX nvJitLink would hand a driver."""
+        """The LTO-IR inputs of the link linked again with -ptx: the PTX nvJitLink would hand a driver."""
         options = [*link.options, b"-ptx"]
         array = (ctypes.c_char_p * len(options))(*options)
         handle = ctypes.c_void_p()
@@ -185,7 +191,7 @@ class Interposer:
         try:
             for kind, data, name in link.inputs:
                 if kind != INPUT_LTOIR:
-                    continue                          # what LTO does not optimise is linked as SASS
+                    continue                          # the PTX inputs are linked to this afterwards
                 if self.real["nvJitLinkAddData"](handle, kind, data, len(data), name) != 0:
                     return None
             size = ctypes.c_size_t()
