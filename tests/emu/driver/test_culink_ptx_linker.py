@@ -242,6 +242,8 @@ def test_an_unknown_input_type_and_a_missing_file_are_refused(driver, tmp_path):
         assert session.add(CALLER, "caller.ptx") == 0
         code, image = session.complete()
         assert code == 0 and image, session.error.value.decode()
+        if driver.kind == "emu":            # the info log given to cuLinkCreate names what was linked
+            assert f"linked the PTX of {path}, caller.ptx" in session.info.value.decode()
     finally:
         session.destroy()
 
