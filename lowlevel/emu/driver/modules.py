@@ -163,7 +163,7 @@ def _decode(text: str, slots: dict, assembled: bool, read=load_ptx):
         refuse(slots, "CUDA_ERROR_INVALID_PTX", f"ptxas (emulated) error   : {e}")
 
 
-def info_log(ptx_module, assembly, note: str) -> str:
+def _info_log(ptx_module, assembly, note: str) -> str:
     if assembly is None:
         return f"{ptx_module.info_log()}\n{note}"
     decoded = [f"emulated: {k.name}: {k.instruction_count} instructions decoded in "
@@ -194,7 +194,7 @@ def _load(module_out: int, image: int, slots: dict) -> None:
         allocate_globals(ptx_module, ctx.memory)
     except OutOfMemory:
         raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", "no room for the module's global variables")
-    write_log(slots, "CU_JIT_INFO_LOG_BUFFER", "CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES", info_log(ptx_module, assembly, note))
+    write_log(slots, "CU_JIT_INFO_LOG_BUFFER", "CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES", _info_log(ptx_module, assembly, note))
     write_log(slots, "CU_JIT_ERROR_LOG_BUFFER", "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES", "")
     handle = ctx.new_handle()
     ctx.modules[handle] = Module(handle, ptx_module, kind, assembly.figures if assembly else None)
