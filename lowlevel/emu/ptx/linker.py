@@ -11,7 +11,8 @@ functions, entries, `.section`s), read with the front end's lexer. Linking them:
   - a symbol without linkage is private to its input: where its name is taken elsewhere,
     it is renamed (`name$in<N>`) in its own input;
   - `.file` numbers are renumbered so that each input's files keep their own (`.loc`
-    and `inlined_at` follow);
+    and `inlined_at` follow); labels are each input's own as well. DWARF sections (-G)
+    of several inputs cannot be concatenated: then they go, the `.loc` line table stays;
   - the output declares before use: the header (the newest `.version`, the highest
     `.target`), every `.file`, a prototype of every function, the variables (one that
     names another in its initializer after it), then the functions and entries in input
@@ -64,6 +65,7 @@ class Input:
     statements: list[Statement] = field(default_factory=list)
     renames: dict[str, str] = field(default_factory=dict)
     file_offset: int = 0
+    debug_dropped: bool = False  # its DWARF sections are not in the output
 
 
 def _error(name: str, e: PtxError) -> LinkError:
@@ -240,7 +242,9 @@ class Linker:
         self._resolve()
         self._rename_private_symbols()
         offset = 0
+        several_debug = sum(any(st.kind == "section" for st in inp.statements) for inp in self.inputs) > 1
         for inp in self.inputs:
+            inp.debug_dropped = several_debug
             inp.file_offset = offset
             numbers = [int(inp.toks[st.first + 1].text) for st in inp.statements
                        if st.kind == "file" and inp.toks[st.first + 1].kind == "int"]
@@ -263,10 +267,12 @@ class Linker:
                                     f"specified in '{self.inputs[found[0]].name}'")
 
     def _rename_private_symbols(self) -> None:
-        """A symbol without linkage belongs to its input: renamed where its name is taken elsewhere."""
-        names = [{st.name for st in inp.statements if st.name} for inp in self.inputs]
+        """A symbol without linkage belongs to its input, and so do its labels (the debug
+        sections name the functions' labels): renamed where the name is taken elsewhere."""
+        names = [{st.name for st in inp.statements if st.name} | _labels(inp) for inp in self.inputs]
         for index, inp in enumerate(self.inputs):
             private = {st.name for st in inp.statements if st.name and st.kind != "entry" and st.linkage is None}
+            private |= _labels(inp)
             others = set().union(*(n for i, n in enumerate(names) if i != index))
             inp.renames = {name: f"{name}$in{index}" for name in private & others}
 
@@ -289,7 +295,12 @@ class Linker:
         out += self._variables()
         out += [_render(inp, st.first, st.last) for i, inp in enumerate(self.inputs) for st in inp.statements
                 if (st.kind in ("func", "entry") and st.defines and self._kept(i, st)) or st.kind == "pragma"]
-        out += [_render(inp, st.first, st.last) for inp in self.inputs for st in inp.statements if st.kind == "section"]
+        # DWARF sections are one compile unit each: concatenated they are not valid DWARF
+        # (ptxas: "overlapping non-identical data"), so where several inputs have them, the
+        # debug information goes; the .loc line table stays.
+        with_debug = [inp for inp in self.inputs if any(st.kind == "section" for st in inp.statements)]
+        if len(with_debug) == 1:
+            out += [_render(with_debug[0], st.first, st.last) for st in with_debug[0].statements if st.kind == "section"]
         return "\n\n".join(out) + "\n"
 
     def _variables(self) -> list[str]:
@@ -317,20 +328,42 @@ class Linker:
         return done
 
 
+def _labels(inp: Input) -> set[str]:
+    """The labels an input defines (`name:`), in its functions and in its debug sections."""
+    toks = inp.toks
+    return {t.text for t, after in zip(toks, toks[1:]) if t.kind == "ident" and after.text == ":"}
+
+
 def _render(inp: Input, first: int, last: int) -> str:
     """The text of tokens first..last of an input, with its renames and file numbers applied."""
     toks, out = inp.toks, []
     pos = toks[first].pos
-    for k in range(first, last + 1):
+    k = first
+    while k <= last:
         t = toks[k]
         out.append(inp.text[pos:t.pos])
         text = t.text
+        if inp.debug_dropped and toks[k - 1].text == ".loc" and t.kind == "int":
+            # `.loc file line column`, without the `function_name`/`inlined_at` that name the
+            # dropped debug sections' labels
+            end = min(k + 2, last)
+            while end + 1 <= last and toks[end + 1].line == t.line and toks[end + 1].kind == "int":
+                end += 1
+            text = " ".join([str(int(toks[k].text) + inp.file_offset), *(x.text for x in toks[k + 1:end + 1])])
+            out.append(text)
+            pos = toks[end].pos + len(toks[end].text)
+            k = end + 1
+            while k <= last and toks[k].line == t.line and toks[k].text != ";":
+                pos = toks[k].pos + len(toks[k].text)
+                k += 1
+            continue
         if t.kind == "ident":
             text = inp.renames.get(text, text)
         elif t.kind == "int" and k > 0 and toks[k - 1].text in (".file", ".loc", "inlined_at"):
             text = str(int(text.rstrip("U")) + inp.file_offset)
         out.append(text)
         pos = t.pos + len(t.text)
+        k += 1
     return "".join(out).strip()
 
 
@@ -352,8 +385,8 @@ def _header(inputs: list[Input]) -> str:
         return (int(m[1]), m[2] != "") if m else (0, False)
     target = max((inp.target[0] for inp in inputs), key=rank)
     options = []
-    for inp in inputs:
-        options += [o for o in inp.target[1:] if o not in options]
+    for inp in inputs:           # `debug` asks for DWARF sections, which go where several inputs had them
+        options += [o for o in inp.target[1:] if o not in options and not (o == "debug" and inp.debug_dropped)]
     return f".version {version[0]}.{version[1]}\n.target {', '.join([target, *options])}\n.address_size 64"
 
 

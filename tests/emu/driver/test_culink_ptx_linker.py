@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers.ptxas import ptxas_refusal
 
 from lowlevel import cuda
 from lowlevel.capi.constants import CURESULT, JIT_OPTION
@@ -255,3 +256,43 @@ def test_the_linker_refuses_mismatched_kinds_and_keeps_system_calls():
     printing = CALLEE.replace(".file 2", ".extern .func (.param .b32 r) vprintf (.param .b64 f, .param .b64 a);\n.file 2")
     text = link([(CALLER, "caller.ptx"), (printing, "callee.ptx")])
     assert text.count("vprintf") == 1 and ".extern .func (.param .b32 r) vprintf" in text
+
+
+def _with_debug(name: str, value: int) -> str:
+    """A function compiled with -G, in the shape NVVM gives it: .target debug, labels at its
+    ends, .loc naming a string of its .debug_str section."""
+    return f"""
+.version 8.0
+.target sm_80, debug
+.address_size 64
+.visible .func (.param .b32 r) {name}(.param .b32 x)
+{{
+    .reg .b32 %r<3>;
+$L__func_begin0:
+    .loc 1 2 0
+    ld.param.u32 %r1, [x];
+    .loc 1 3 0, function_name $L__info_string0, inlined_at 1 2 0
+    add.u32 %r2, %r1, {value};               // x + value
+    st.param.b32 [r], %r2;
+    ret;
+$L__func_end0:
+}}
+.file 1 "{name}.cu"
+.section .debug_str
+{{
+$L__info_string0:
+.b8 102,0
+}}
+"""
+
+
+def test_debug_sections_of_several_inputs_go_and_the_line_table_stays():
+    text = link([(_with_debug("first", 1), "first.ptx"), (_with_debug("second", 2), "second.ptx")])
+    assert ".section" not in text and "debug" not in text.split("\n")[1], text     # DWARF of two units: not merged
+    assert "function_name" not in text and "inlined_at" not in text, text
+    assert re.search(r"\.loc 1 3 0\s", text) and re.search(r"\.loc 2 3 0\s", text), text
+    assert "$L__func_begin0$in1" in text                                         # the second input's labels
+    refusal = ptxas_refusal(text)
+    assert refusal in ("", None), refusal
+    one = link([(_with_debug("first", 1), "first.ptx"), (CALLEE, "callee.ptx")])
+    assert ".section .debug_str" in one and "function_name $L__info_string0" in one   # one unit: kept
