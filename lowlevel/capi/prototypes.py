@@ -111,6 +111,12 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuModuleUnload":             ("cuModuleUnload", (handle,)),
     "cuModuleGetFunction":        ("cuModuleGetFunction", (ptr, handle, c_char_p)),
     "cuModuleGetGlobal":          ("cuModuleGetGlobal_v2", (ptr, ptr, handle, c_char_p)),
+    # the driver's linker (CUlinkState: opaque; CUjitInputType: a C enum, an int)
+    "cuLinkCreate":               ("cuLinkCreate_v2", (c_uint, ptr, ptr, ptr)),
+    "cuLinkAddData":              ("cuLinkAddData_v2", (handle, c_int, ptr, c_size_t, c_char_p, c_uint, ptr, ptr)),
+    "cuLinkAddFile":              ("cuLinkAddFile_v2", (handle, c_int, c_char_p, c_uint, ptr, ptr)),
+    "cuLinkComplete":             ("cuLinkComplete", (handle, ptr, ptr)),
+    "cuLinkDestroy":              ("cuLinkDestroy", (handle,)),
     "cuFuncGetAttribute":         ("cuFuncGetAttribute", (ptr, c_int, handle)),
     "cuFuncSetAttribute":         ("cuFuncSetAttribute", (handle, c_int, c_int)),
     "cuFuncGetParamInfo":         ("cuFuncGetParamInfo", (handle, c_size_t, ptr, ptr)),

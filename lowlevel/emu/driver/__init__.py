@@ -8,6 +8,7 @@
     memory.py     cuMemAlloc/Free, pinned host memory, copies, memsets
     modules.py    cuModuleLoad*, functions, globals, cuFuncGetParamInfo
     linked.py     cubins nvJitLink linked in this process, and the PTX each came from
+    culink.py     cuLink*: the driver's linker, linking PTX into PTX (ptx/linker.py)
     libraries.py  cuLibrary*, cuKernel*: a library is a module, a CUkernel its CUfunction
     funcattrs.py  cuFuncGetAttribute/SetAttribute: resources, the shared opt-in, clusters
     pointer.py    cuPointerGetAttribute(s): the owner and kind of any address
@@ -32,7 +33,8 @@
 Importing this package registers every driver function (functions() lists them).
 """
 from . import funcattrs, graphs, launch, launch_ex, memory, modules, occupancy, streams  # noqa: F401  (they register their C functions)
-from . import ctx_stack, ctx_v2, libraries, limits, mempools, managed, peer, pitched, pointer, tensormaps  # noqa: F401
+from . import (ctx_stack, ctx_v2, culink, libraries, limits, mempools, managed, peer, pitched, pointer,  # noqa: F401
+               tensormaps)
 from .context import error_details, functions
 from .reports import last_launch_stats, thread_instructions, timing
 from .entry import call_time, count_call_time, pending_interrupt

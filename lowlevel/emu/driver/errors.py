@@ -16,6 +16,8 @@ DESCRIPTIONS = {
     "CUDA_ERROR_INVALID_IMAGE": "the module image is not a valid PTX, cubin or fatbin",
     "CUDA_ERROR_INVALID_CONTEXT": "there is no current context on this thread, or it is invalid",
     "CUDA_ERROR_INVALID_PTX": "PTX JIT compilation failed",
+    "CUDA_ERROR_INVALID_SOURCE": "device kernel image is invalid (a link input defines a symbol twice)",
+    "CUDA_ERROR_FILE_NOT_FOUND": "file not found",
     "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": "the PTX ISA version is newer than this driver supports",
     "CUDA_ERROR_INVALID_HANDLE": "a handle (stream, event, module, function) is invalid",
     "CUDA_ERROR_NOT_FOUND": "a named symbol (kernel or variable) was not found",

@@ -53,7 +53,7 @@ class Function:
         return {"registers": fig.registers, "shared": fig.shared, "local": fig.local, "const": const}
 
 
-def _jit_options(count: int, options: int, values: int) -> dict[int, int]:
+def jit_options(count: int, options: int, values: int) -> dict[int, int]:
     """The (option -> value slot address) pairs of cuModuleLoadDataEx."""
     if count and not (options and values):
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "JIT options given without their arrays")
@@ -67,7 +67,7 @@ def _jit_options(count: int, options: int, values: int) -> dict[int, int]:
     return slots
 
 
-def _write_log(slots: dict, buffer_option: str, size_option: str, text: str) -> None:
+def write_log(slots: dict, buffer_option: str, size_option: str, text: str) -> None:
     buf_slot, size_slot = slots.get(JIT_OPTION[buffer_option]), slots.get(JIT_OPTION[size_option])
     if buf_slot is None or size_slot is None:
         return
@@ -81,8 +81,8 @@ def _write_log(slots: dict, buffer_option: str, size_option: str, text: str) -> 
     ctypes.c_size_t.from_address(size_slot).value = len(data) - 1
 
 
-def _refuse(slots: dict, code_name: str, log: str) -> None:
-    _write_log(slots, "CU_JIT_ERROR_LOG_BUFFER", "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES", log)
+def refuse(slots: dict, code_name: str, log: str) -> None:
+    write_log(slots, "CU_JIT_ERROR_LOG_BUFFER", "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES", log)
     raise EmuError(code_name, log)
 
 
@@ -102,7 +102,7 @@ def _read_ptx(image: int, slots: dict) -> tuple[str, str, bytes]:
             return kind, text, text.encode()
         return kind, data.decode("utf-8", errors="replace"), data
     except ImageError as e:
-        _refuse(slots, e.code_name, str(e))
+        refuse(slots, e.code_name, str(e))
 
 
 def _check_versions(slots: dict, version, target) -> None:
@@ -110,10 +110,10 @@ def _check_versions(slots: dict, version, target) -> None:
     `.target` newer than the device, a PTX ISA newer than the driver."""
     refusal = device.target_refusal(target) if target else ""
     if refusal:
-        _refuse(slots, "CUDA_ERROR_NO_BINARY_FOR_GPU", f"ptxas (emulated) fatal   : {refusal}")
+        refuse(slots, "CUDA_ERROR_NO_BINARY_FOR_GPU", f"ptxas (emulated) fatal   : {refusal}")
     newest = max_ptx_isa(device.DRIVER_VERSION)
     if version is not None and tuple(version) > newest:
-        _refuse(slots, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+        refuse(slots, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
                 f"PTX ISA {version[0]}.{version[1]} is newer than this driver "
                 f"(CUDA {format_driver_version(device.DRIVER_VERSION)}) supports: "
                 f"at most {newest[0]}.{newest[1]}")
@@ -147,20 +147,20 @@ def _assemble(raw: bytes, version, target, slots: dict):
     except assembler.AssemblerUnusable as e:
         return None, f"checked by the emulator's own checks: {e}"
     if not result.accepted:
-        _refuse(slots, "CUDA_ERROR_INVALID_PTX", result.error_log or f"ptxas refused the PTX ({asm.description})")
+        refuse(slots, "CUDA_ERROR_INVALID_PTX", result.error_log or f"ptxas refused the PTX ({asm.description})")
     return result, f"assembled by {asm.description}"
 
 
-def _decode(text: str, slots: dict, assembled: bool):
-    """The emulator's decoded module; PTX it cannot run is refused, and where ptxas has
-    accepted it the log says it is valid PTX, not a mistake in it."""
+def _decode(text: str, slots: dict, assembled: bool, read=load_ptx):
+    """The emulator's decoded module (`read`: parse_ptx to parse only); PTX it cannot run is
+    refused, and where ptxas has accepted it the log says it is valid PTX, not a mistake in it."""
     try:
-        return load_ptx(text)
+        return read(text)
     except PtxError as e:
         if assembled:
             where = f" at line {e.line}" if e.line else ""
-            _refuse(slots, "CUDA_ERROR_INVALID_PTX", f"valid PTX that the emulated GPU cannot run: {e.message}{where}")
-        _refuse(slots, "CUDA_ERROR_INVALID_PTX", f"ptxas (emulated) error   : {e}")
+            refuse(slots, "CUDA_ERROR_INVALID_PTX", f"valid PTX that the emulated GPU cannot run: {e.message}{where}")
+        refuse(slots, "CUDA_ERROR_INVALID_PTX", f"ptxas (emulated) error   : {e}")
 
 
 def _info_log(ptx_module, assembly, note: str) -> str:
@@ -171,24 +171,31 @@ def _info_log(ptx_module, assembly, note: str) -> str:
     return "\n".join([assembly.info_log, note, *decoded])
 
 
+def compile_ptx(text: str, raw: bytes, slots: dict, read=load_ptx):
+    """(the module, the Assembly or None, a note): the driver's version checks, then ptxas's
+    verdict (lowlevel/emu/driver/assembler.py), then the emulator's decoding (`read`:
+    parse_ptx to parse only). What fails is refused, its log in the slots' error buffer."""
+    version, target = ptx_header(text)
+    _check_versions(slots, version, target)
+    assembly, note = _assemble(raw, version, target, slots)
+    ptx_module = _decode(text, slots, assembled=assembly is not None, read=read)
+    _check_versions(slots, ptx_module.version, ptx_module.target)
+    return ptx_module, assembly, note
+
+
 def _load(module_out: int, image: int, slots: dict) -> None:
-    """cuModuleLoadData(Ex)/cuModuleLoadFatBinary: the driver's version checks, then
-    ptxas's verdict (lowlevel/emu/driver/assembler.py), then the emulator's decoding."""
+    """cuModuleLoadData(Ex)/cuModuleLoadFatBinary: compile_ptx, then the module's variables."""
     ctx = current()
     if not image:
         raise EmuError("CUDA_ERROR_INVALID_VALUE", "NULL image")
     kind, text, raw = _read_ptx(image, slots)
-    version, target = ptx_header(text)
-    _check_versions(slots, version, target)
-    assembly, note = _assemble(raw, version, target, slots)
-    ptx_module = _decode(text, slots, assembled=assembly is not None)
-    _check_versions(slots, ptx_module.version, ptx_module.target)
+    ptx_module, assembly, note = compile_ptx(text, raw, slots)
     try:                     # module-scope .global/.const variables live in the context's memory
         allocate_globals(ptx_module, ctx.memory)
     except OutOfMemory:
         raise EmuError("CUDA_ERROR_OUT_OF_MEMORY", "no room for the module's global variables")
-    _write_log(slots, "CU_JIT_INFO_LOG_BUFFER", "CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES", _info_log(ptx_module, assembly, note))
-    _write_log(slots, "CU_JIT_ERROR_LOG_BUFFER", "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES", "")
+    write_log(slots, "CU_JIT_INFO_LOG_BUFFER", "CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES", _info_log(ptx_module, assembly, note))
+    write_log(slots, "CU_JIT_ERROR_LOG_BUFFER", "CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES", "")
     handle = ctx.new_handle()
     ctx.modules[handle] = Module(handle, ptx_module, kind, assembly.figures if assembly else None)
     write_out(ctypes.c_void_p, module_out, handle)
@@ -201,7 +208,7 @@ def cuModuleLoadData(module_out, image):
 
 @api
 def cuModuleLoadDataEx(module_out, image, count, options, values):
-    _load(module_out, image, _jit_options(count, options, values))
+    _load(module_out, image, jit_options(count, options, values))
 
 
 @api

@@ -6,11 +6,12 @@ its own, process-wide, before any client has loaded the real one: cuda.pathfinde
 every client of cuda.bindings loads nvJitLink through, takes an already loaded library
 first. Each of its functions calls the real nvJitLink, loaded after it by its path (so that a
 lookup by name still finds the interposed one), and does exactly what it did; in addition, for each link that completes, the whole-program PTX of the same link
-is kept: the one PTX input itself, or, for LTO-IR inputs (linked with -lto), the same link
-made again with -ptx. The cubin the client gets is the real one; emu/driver/linked.py
+is kept: the one PTX input itself, several PTX inputs linked by lowlevel's PTX linker
+(emu/ptx/linker.py), or, for LTO-IR inputs (linked with -lto), the same link made again
+with -ptx. The cubin the client gets is the real one; emu/driver/linked.py
 remembers which PTX it came from, and a module loaded from that cubin on a device of its
-architecture runs that PTX. A link of several PTX inputs, or of cubins, fatbins or
-libraries, keeps no PTX: its cubin is refused as any cubin is (CUDA_ERROR_NO_BINARY_FOR_GPU).
+architecture runs that PTX. A link with cubins, fatbins, objects or libraries among its
+inputs keeps no PTX: its cubin is refused as any cubin is (CUDA_ERROR_NO_BINARY_FOR_GPU).
 """
 import ctypes
 import os
@@ -19,6 +20,8 @@ import sys
 import threading
 
 from ..driver import linked
+from ..ptx.linker import LinkError
+from ..ptx.linker import link as ptx_link
 from .build import built
 from .source import PYTHON_LOCK
 
@@ -159,15 +162,27 @@ class Interposer:
         return result
 
     def _whole_program_ptx(self, link: Link) -> str | None:
+        """The PTX of the link: its LTO-IR inputs linked again with -ptx, and its PTX inputs,
+        linked together as PTX (emu/ptx/linker.py) where there are several."""
         kinds = {kind for kind, _, _ in link.inputs}
-        if kinds == {INPUT_PTX} and len(link.inputs) == 1:
-            return link.inputs[0][1].rstrip(b"\0").decode()
-        if INPUT_LTOIR in kinds and b"-lto" in link.options:
-            return self._link_to_ptx(link)
-        return None
+        if not kinds <= {INPUT_PTX, INPUT_LTOIR} or (INPUT_LTOIR in kinds and b"-lto" not in link.options):
+            return None                               # cubins, fatbins, objects, libraries: SASS
+        parts = [(data.split(b"\0", 1)[0].decode(errors="replace"), name.decode(errors="replace"))
+                 for kind, data, name in link.inputs if kind == INPUT_PTX]
+        if INPUT_LTOIR in kinds:
+            optimised = self._link_to_ptx(link)
+            if optimised is None:
+                return None
+            parts.insert(0, (optimised, "the LTO-IR inputs"))
+        if len(parts) == 1:
+            return parts[0][0]
+        try:
+            return ptx_link(parts)
+        except LinkError:                             # nvJitLink linked it, so this is rare: the cubin is refused
+            return None
 
     def _link_to_ptx(self, link: Link) -> str | None:
-        """The same LTO link made again with -ptx: the PTX nvJitLink would hand a driver."""
+        """The LTO-IR inputs of the link linked again with -ptx: the PTX nvJitLink would hand a driver."""
         options = [*link.options, b"-ptx"]
         array = (ctypes.c_char_p * len(options))(*options)
         handle = ctypes.c_void_p()
@@ -176,7 +191,7 @@ class Interposer:
         try:
             for kind, data, name in link.inputs:
                 if kind != INPUT_LTOIR:
-                    continue                          # what LTO does not optimise is linked as SASS
+                    continue                          # the PTX inputs are linked to this afterwards
                 if self.real["nvJitLinkAddData"](handle, kind, data, len(data), name) != 0:
                     return None
             size = ctypes.c_size_t()

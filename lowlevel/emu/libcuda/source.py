@@ -16,7 +16,9 @@ What the library does, all of it in the generated C (read `source()`'s output to
     the library started, every call returns CUDA_ERROR_NOT_INITIALIZED, as the real driver's do;
   - every other symbol of cudaTypedefs.h is exported too, as a stub that returns
     CUDA_ERROR_NOT_SUPPORTED and says once on stderr which function was missing;
-  - cuGetProcAddress(_v2) answers from capi/proc_addresses.py; cuGetExportTable refuses.
+  - cuGetProcAddress(_v2) answers from capi/proc_addresses.py; cuGetExportTable refuses: silently
+    for NVRTC and nvJitLink, which go on without it; for any other caller (libcudart, under
+    CuPy or PyTorch) with one line on stderr, once per process, saying why.
 """
 import ctypes
 import hashlib
@@ -295,11 +297,30 @@ EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, un
     return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
 }
 
-/* The runtime's and the compilers' private interfaces: not emulated. Refused, never a crash. */
+/* The private interfaces of the CUDA runtime and of the compilers: not emulated. Refused,
+   never a crash. NVRTC and nvJitLink ask for them in normal use and go on without them, so
+   they are refused silently; any other caller (libcudart, under CuPy or PyTorch) cannot run
+   without them, so it is told why, once per process, naming the library that asked. */
+static int compiler_library(const char *path) {
+    const char *name = strrchr(path, '/');
+    name = name ? name + 1 : path;
+    return !strncmp(name, "libnvrtc", 8) || !strncmp(name, "libnvJitLink", 12) ||
+           !strncmp(name, "libnvptxcompiler", 16);
+}
+static int said_export_table;
+
 EXPORT CUresult cuGetExportTable(const void **table_out, const void *id) {
+    Dl_info caller;
+    const char *who = "an unknown library";
     (void)id;
     if (table_out) *table_out = NULL;
-    if (log_api()) fprintf(stderr, "[libcuda emu] cuGetExportTable refused (CUDA_ERROR_NOT_SUPPORTED)\n");
+    if (dladdr(__builtin_return_address(0), &caller) && caller.dli_fname) who = caller.dli_fname;
+    if (log_api()) fprintf(stderr, "[libcuda emu] cuGetExportTable from %s refused (CUDA_ERROR_NOT_SUPPORTED)\n", who);
+    if (!compiler_library(who) && !__atomic_exchange_n(&said_export_table, 1, __ATOMIC_RELAXED))
+        fprintf(stderr, "lowlevel's emulated libcuda.so.1: cuGetExportTable refused for %s: the CUDA runtime's "
+                        "private export tables are not emulated, so runtime-API clients (libcudart: CuPy, "
+                        "PyTorch) cannot run on the emulated GPU (CUDA_ERROR_NOT_SUPPORTED); driver-API "
+                        "clients (cuda.core, numba-cuda, lowlevel) can\n", who);
     return 801;
 }
 '''

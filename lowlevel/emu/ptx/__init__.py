@@ -7,5 +7,6 @@
     ir.py            what it produces: TYPES, operands, Instruction, Kernel, PtxModule
     registers.py     a kernel's declared registers, ranges kept whole
     functions.py     device function pointers: addresses of functions, .callprototype
+    linker.py        several modules -> one: externs resolved, .file renumbered (cuLink*, nvJitLink)
     errors.py        PtxError, the one error of the front end and of decoding
 """

@@ -106,6 +106,28 @@ def test_get_proc_address_answers_by_version_and_the_export_table_is_refused(fol
     assert len(missing) == 1, out.stderr                                           # said once
 
 
+def test_the_cuda_runtime_is_told_once_why_it_cannot_run(folder):
+    """libcudart (what CuPy and PyTorch call) needs the driver's private export tables: it is
+    refused, and one line names it and says why; NVRTC, which asks too, is refused silently
+    (test_cuda_core_compiles_with_nvrtc_and_runs_a_vector_add: nothing on stderr)."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        cudart = load_nvidia_dynamic_lib("cudart").abs_path
+    except Exception as e:              # noqa: BLE001  (not installed, or not loadable here)
+        pytest.skip(f"no libcudart: {e}")
+    out = client(folder, """
+        import ctypes, sys
+        runtime = ctypes.CDLL(sys.argv[1])
+        count = ctypes.c_int(-1)
+        codes = [runtime.cudaGetDeviceCount(ctypes.byref(count)) for _ in range(2)]
+        print(codes)
+    """, cudart)
+    assert out.returncode == 0, out.stderr
+    assert "0" not in out.stdout.strip("[]\n").split(", "), out.stdout        # the runtime fails, cleanly
+    told = [line for line in out.stderr.splitlines() if "cuGetExportTable refused for" in line]
+    assert len(told) == 1 and "libcudart" in told[0] and "CuPy" in told[0], out.stderr
+
+
 def test_a_child_forked_after_init_gets_not_initialized(folder):
     out = client(folder, """
         import ctypes, os
