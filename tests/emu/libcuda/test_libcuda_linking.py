@@ -102,7 +102,8 @@ def test_cuda_core_links_two_ptx_modules_with_the_drivers_linker(folder):
         linking._driver_input_types = linking._driver_input_types or {
             "ptx": types.CU_JIT_INPUT_PTX, "cubin": types.CU_JIT_INPUT_CUBIN, "fatbin": types.CU_JIT_INPUT_FATBINARY,
             "object": types.CU_JIT_INPUT_OBJECT, "library": types.CU_JIT_INPUT_LIBRARY}
-        sys.path.insert(0, sys.argv[1])
+        import pathlib
+        sys.path[:0] = [sys.argv[1], str(pathlib.Path(sys.argv[1]).parents[1])]     # its folder, tests/ (helpers)
         from test_culink_ptx_linker import CALLEE, CALLER
         device = Device()
         device.set_current()
