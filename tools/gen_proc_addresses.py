@@ -1,4 +1,5 @@
-"""Regenerate lowlevel/capi/proc_addresses.py from cudaTypedefs.h (nvidia-cuda-runtime wheel).
+"""Regenerate lowlevel/capi/proc_addresses.py from cudaTypedefs.h and cudaProfilerTypedefs.h
+(nvidia-cuda-runtime wheel).
 
 cuGetProcAddress(name, version) answers with the driver function a client built against
 CUDA `version` expects under `name`. cudaTypedefs.h declares one PFN_<name>_v<version>
@@ -20,10 +21,12 @@ PFN = re.compile(r"typedef\s+CUresult\s+\(CUDAAPI\s+\*PFN_(cu\w+?)_v(\d+)(_ptds|
 
 
 def headers() -> tuple[str, str]:
-    """The text of cudaTypedefs.h and cuda.h."""
+    """The text of cudaTypedefs.h with cudaProfilerTypedefs.h (cuProfilerStart/Stop are the
+    driver's too), and cuda.h."""
     from cuda.pathfinder import find_nvidia_header_directory
     include = pathlib.Path(find_nvidia_header_directory("cudart"))
-    return (include / "cudaTypedefs.h").read_text(), (include / "cuda.h").read_text()
+    typedefs = (include / "cudaTypedefs.h").read_text() + (include / "cudaProfilerTypedefs.h").read_text()
+    return typedefs, (include / "cuda.h").read_text()
 
 
 def versioned_defines(cuda_h: str) -> dict[str, str]:

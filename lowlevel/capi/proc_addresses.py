@@ -4,7 +4,7 @@ cudaTypedefs.h. Do not edit.
 PROC_ADDRESSES[name]: ((CUDA version, exported symbol), ...), ascending: a client asking for
 `name` at version V gets the symbol of the highest version <= V.
 """
-# 558 PFN typedefs (not _ptds/_ptsz) of 463 functions
+# 561 PFN typedefs (not _ptds/_ptsz) of 466 functions
 PROC_ADDRESSES = {
     'cuArray3DCreate': ((2000, 'cuArray3DCreate'), (3020, 'cuArray3DCreate_v2')),
     'cuArray3DGetDescriptor': ((2000, 'cuArray3DGetDescriptor'), (3020, 'cuArray3DGetDescriptor_v2')),
@@ -326,6 +326,8 @@ PROC_ADDRESSES = {
     'cuParamSetv': ((2000, 'cuParamSetv'),), 'cuPointerGetAttribute': ((4000, 'cuPointerGetAttribute'),),
     'cuPointerGetAttributes': ((7000, 'cuPointerGetAttributes'),),
     'cuPointerSetAttribute': ((6000, 'cuPointerSetAttribute'),),
+    'cuProfilerInitialize': ((4000, 'cuProfilerInitialize'),), 'cuProfilerStart': ((4000, 'cuProfilerStart'),),
+    'cuProfilerStop': ((4000, 'cuProfilerStop'),),
     'cuSignalExternalSemaphoresAsync': ((10000, 'cuSignalExternalSemaphoresAsync'),),
     'cuStreamAddCallback': ((5000, 'cuStreamAddCallback'),),
     'cuStreamAttachMemAsync': ((6000, 'cuStreamAttachMemAsync'),),

@@ -40,6 +40,8 @@ PROTOTYPES: dict[str, tuple[str, tuple]] = {
     "cuCtxGetCurrent":            ("cuCtxGetCurrent", (ptr,)),
     "cuCtxGetDevice":             ("cuCtxGetDevice", (ptr,)),
     "cuCtxSynchronize":           ("cuCtxSynchronize", ()),
+    "cuProfilerStart":            ("cuProfilerStart", ()),
+    "cuProfilerStop":             ("cuProfilerStop", ()),
     "cuCtxGetDevice_v2":          ("cuCtxGetDevice_v2", (ptr, handle)),      # CUDA 13: of a context,
     "cuCtxSynchronize_v2":        ("cuCtxSynchronize_v2", (handle,)),        # NULL: the current one
     # the context stack, and contexts made by other clients (the emulated libcuda's; ctx_stack.py)

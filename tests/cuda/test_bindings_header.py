@@ -1,5 +1,6 @@
-"""The binding table against cuda.h: each entry binds the symbol the header maps its public
-name to, with as many arguments as the header's prototype."""
+"""The binding table against cuda.h (and cudaProfilerTypedefs.h, for the driver's
+cuProfilerStart/Stop): each entry binds the symbol the header maps its public name to, with as
+many arguments as the header's prototype."""
 import pathlib
 import re
 
@@ -14,7 +15,10 @@ def _header_text() -> str:
     include = pathfinder.find_nvidia_header_directory("cudart")
     if include is None or not (pathlib.Path(include) / "cuda.h").is_file():
         pytest.skip("cuda.h not found (pip install nvidia-cuda-runtime)")
-    return (pathlib.Path(include) / "cuda.h").read_text()
+    # the wheel has no cudaProfiler.h: its typedefs, PFN_cuProfilerStart_v4000, give the prototypes
+    typedefs = (pathlib.Path(include) / "cudaProfilerTypedefs.h").read_text()
+    profiler = re.sub(r"typedef CUresult \(CUDAAPI \*PFN_(cu\w+?)_v\d+\)", r"CUresult CUDAAPI \1", typedefs)
+    return (pathlib.Path(include) / "cuda.h").read_text() + profiler
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import pytest
 
 from lowlevel import cuda, kernels
 from lowlevel.capi.constants import CURESULT, FUNCTION_ATTRIBUTE
+from lowlevel.cuda.context import ensure_context
 
 INVALID_CONTEXT, INVALID_VALUE = CURESULT["CUDA_ERROR_INVALID_CONTEXT"], CURESULT["CUDA_ERROR_INVALID_VALUE"]
 USED_MEM_CURRENT, RELEASE_THRESHOLD, RESERVED_MEM_CURRENT = 7, 4, 5      # CUmemPool_attribute
@@ -172,3 +173,16 @@ def test_a_library_kernel_launches_as_a_function(driver, rng):
 def test_every_cache_config_is_taken(driver, config):
     f = kernels.module("vector_add").get_function("vector_add")
     driver.cuFuncSetCacheConfig(f.handle, config)
+
+
+def test_profiler_start_and_stop_need_a_current_context(driver):
+    ensure_context()
+    driver.cuProfilerStart()               # numba-cuda's cuda.profile_start(): this thread's context
+    driver.cuProfilerStop()
+
+    def work():                            # a fresh thread has no current context
+        for call in (driver.cuProfilerStart, driver.cuProfilerStop):
+            with pytest.raises(cuda.CudaError) as caught:
+                call()
+            assert caught.value.code == INVALID_CONTEXT
+    on_a_new_thread(work)

@@ -128,3 +128,15 @@ def cuDevicePrimaryCtxSetFlags(dev, flags):
     dev = device_ordinal(dev)
     _check_flags(flags, "cuDevicePrimaryCtxSetFlags")
     _primary_flags[dev] = flags
+
+
+@api
+def cuProfilerStart():
+    """Start the profiler attached to the process (Nsight): the emulated GPU has none, so
+    there is nothing to start; as on the driver, a current context is required."""
+    current(check_sticky=False)
+
+
+@api
+def cuProfilerStop():
+    current(check_sticky=False)

@@ -25,7 +25,7 @@ MODULES = [f"numba.cuda.tests.{m}" for m in (
     "cudapy.test_atomics", "cudapy.test_warp_ops", "cudapy.test_sync", "cudapy.test_sm", "cudapy.test_constmem",
     "cudapy.test_casting", "cudapy.test_complex", "cudapy.test_record_dtype", "cudadrv.test_cuda_ndarray",
     "cudadrv.test_events", "cudadrv.test_streams", "cudadrv.test_pinned", "cudadrv.test_host_alloc",
-    "cudadrv.test_managed_alloc",
+    "cudadrv.test_managed_alloc", "cudadrv.test_profiler",
     "cudapy.test_device_func")]                 # link= of PTX and CUDA C files: PTX inputs linked (emu/ptx/linker.py)
 # Tests that cannot pass here, and why (numba's runner reports a skip raised in setUp as an error).
 EXPECTED = {
