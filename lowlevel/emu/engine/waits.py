@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..isa.registry import stalls_on
 from .faults import KernelFault
 
 
@@ -138,19 +139,15 @@ def parked_note(launch, pcs, cta: int) -> str:
 
 
 def deadlock(launch, pcs) -> None:
-    """Every remaining lane waits at an mbarrier wait that failed (or a setmaxnreg.inc the
-    pool could not serve) since the last progress."""
+    """Every remaining lane waits at a wait that failed (an mbarrier wait, a setmaxnreg.inc
+    the pool could not serve) since the last progress: each named with what it waits for,
+    as its row in the registry says."""
     exit_pc = launch.ck.exit_pc
     parked = [launch.ck.blocks[b].instructions[0] for b in np.unique(pcs[pcs > exit_pc] - (exit_pc + 1))]
-    lines = ", ".join(f"PTX line {ins.line}" for ins in parked)
-    if all(ins.opcode == "setmaxnreg" for ins in parked):
-        raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
-                          f"{launch.name}: setmaxnreg deadlock: every remaining thread waits at a "
-                          f"setmaxnreg.inc ({lines}: {parked[0].text}) for registers that no "
-                          f"warpgroup of its CTA will release")
+    kinds = " and ".join(dict.fromkeys(ins.opcode for ins in parked))
+    waits = "; ".join(f"PTX line {ins.line} ({ins.text}) for {stalls_on(ins)}" for ins in parked)
     raise KernelFault("CUDA_ERROR_LAUNCH_FAILED",
-                      f"{launch.name}: mbarrier deadlock: every remaining thread waits at an "
-                      f"mbarrier wait ({lines}) for a phase that no thread can complete")
+                      f"{launch.name}: {kinds} deadlock: every remaining thread waits: {waits}")
 
 
 def converged_stall(launch, iid: int) -> None:

@@ -429,6 +429,6 @@ def emit_cp_async_arrive(g, ins, m) -> None:
 
 
 FAMILY = family("mbarrier", __name__, state=MbarrierState, parts=("mbarfast",))
-FAMILY.declare("mbarrier", emit=emit_mbarrier, waits=is_wait)
+FAMILY.declare("mbarrier", emit=emit_mbarrier, waits=is_wait, stalls="a phase that no thread can complete")
 
 __all__ = ["encode", "decode", "emit_mbarrier", "emit_cp_async_arrive", "mbar_update", "mbar_wait"]

@@ -22,6 +22,8 @@ A family is one `Family` object, made in its module with `family(...)`:
     ends_block  ins -> bool: the block ends after it (bar.sync: lanes park between blocks)
     follows     ins -> Instruction or None: what the next block starts with (bar.red's result)
     waits       ins -> bool: it is a wait that may fail and yield, alone in its block
+    stalls      what such a wait waits for, for the deadlock report (engine/waits.py):
+                "a phase that no thread can complete"
     warp_sync   ins -> "bar"/"data"/None: a *.sync warp instruction (engine/warpwait.py)
 
 Every opcode is declared by exactly one family, once (a second declaration is an error), so
@@ -143,6 +145,7 @@ class Row:
     follows: Callable | None = None
     waits: Callable | None = None
     warp_sync: Callable | None = None
+    stalls: str = "what no thread will provide"
 
 
 @dataclass
@@ -159,7 +162,7 @@ class Family:
         return f"{self.name}_state" if self.state is not None else None
 
     def declare(self, *opcodes: str, emit, forms=(ANY,), pipe=TYPED, ends_block=None,
-                follows=None, waits=None, warp_sync=None) -> None:
+                follows=None, waits=None, warp_sync=None, stalls=None) -> None:
         """The row of each of `opcodes` (see the module's docstring)."""
         emitters = dict(emit) if isinstance(emit, dict) else dict.fromkeys(forms, emit)
         if not callable(pipe) and pipe not in PIPES:
@@ -170,6 +173,8 @@ class Family:
                 raise RuntimeError(f"opcode {opcode} declared twice: by family {other.family.name} "
                                    f"and family {self.name}")
             row = Row(opcode, self, emitters, pipe, ends_block, follows, waits, warp_sync)
+            if stalls is not None:
+                row.stalls = stalls
             OPCODES[opcode] = self.rows[opcode] = row
             for form, emitter in emitters.items():
                 EMITTERS[opcode, form] = emitter
@@ -275,6 +280,12 @@ def block_role(ins: Instruction) -> BlockRole:
                      row.follows(ins) if row.follows else None,
                      bool(row.waits and row.waits(ins)),
                      row.warp_sync(ins) if row.warp_sync else None)
+
+
+def stalls_on(ins: Instruction) -> str:
+    """What a wait `ins` that cannot succeed waits for (its row's `stalls`)."""
+    row = OPCODES.get(ins.opcode)
+    return row.stalls if row is not None else Row.stalls
 
 
 def pipe_of(ins: Instruction) -> str:

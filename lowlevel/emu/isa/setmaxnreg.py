@@ -173,6 +173,7 @@ def _fault(C, iid: int, lane: int, what: str):
 provide(_setmaxnreg=setmaxnreg)
 
 FAMILY = family("setmaxnreg", __name__, state=RegisterPool)
-FAMILY.declare("setmaxnreg", emit=emit_setmaxnreg, pipe=INTEGER, waits=is_wait)
+FAMILY.declare("setmaxnreg", emit=emit_setmaxnreg, pipe=INTEGER, waits=is_wait,
+               stalls="registers that no warpgroup of its CTA will release")
 
 __all__ = ["emit_setmaxnreg", "entry_registers", "is_wait", "setmaxnreg", "RegisterPool"]

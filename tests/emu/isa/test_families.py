@@ -205,3 +205,10 @@ def test_block_roles_come_from_the_rows():
     red = role(Instruction("bar", ["red", "popc", "u32"], [Reg("%r1")], 1, "", None))
     assert red.ends_block and red.follows.opcode == "_bar_red_get"
     assert role(Instruction("add", ["s32"], [], 1, "", None)) == registry.BlockRole()
+
+
+def test_every_wait_says_what_it_waits_for():
+    """The deadlock report (engine/waits.py) names what each parked wait waits for from its
+    row, so the engine holds no family's words: a waiting row must declare `stalls`."""
+    silent = [row.opcode for row in registry.OPCODES.values() if row.waits and row.stalls == registry.Row.stalls]
+    assert not silent, f"waiting rows without `stalls`: {silent}"
