@@ -18,29 +18,17 @@ import struct
 
 import numpy as np
 
-from .memory import DeviceAllocation
+from .memory import device_address
 from .tensormap import MAP_BYTES, TensorMap
 
 _INT_FORMAT = {1: "b", 2: "h", 4: "i", 8: "q"}
 _FLOAT_FORMAT = {2: "e", 4: "f", 8: "d"}
 
 
-def _device_address(value):
-    """The device address an object stands for, or None if it is not device memory."""
-    if isinstance(value, DeviceAllocation):
-        if value.ptr is None:
-            raise ValueError("the DeviceAllocation has been freed")
-        return value.ptr
-    iface = getattr(value, "__cuda_array_interface__", None)
-    if iface is not None:
-        return int(iface["data"][0])
-    return None
-
-
 def pack_value(kernel: str, index: int, name: str, ptype: str | None, size: int, value) -> bytes:
     """The `size` bytes that parameter `index` of `kernel` receives for `value`."""
     where = f"{kernel}: parameter {index} ({name}{', .' + ptype if ptype else ''}, {size} bytes)"
-    address = _device_address(value)
+    address = device_address(value)
     if address is not None:
         if size != 8:
             raise TypeError(f"{where}: got a device pointer, which is 8 bytes")

@@ -245,3 +245,16 @@ def memset_d32(dst, value: int, count: int, stream=None) -> None:
     """Set `count` 32-bit words to `value` (a bit pattern: use np.float32(x).view(np.uint32)
     for a float), in stream order."""
     _memset(32, dst, value, count, stream)
+
+
+def device_address(value):
+    """The device address an object stands for (a DeviceAllocation, anything with a
+    __cuda_array_interface__), or None if it is not device memory."""
+    if isinstance(value, DeviceAllocation):
+        if value.ptr is None:
+            raise ValueError("the DeviceAllocation has been freed")
+        return value.ptr
+    iface = getattr(value, "__cuda_array_interface__", None)
+    if iface is not None:
+        return int(iface["data"][0])
+    return None

@@ -21,7 +21,7 @@ import ctypes
 import numpy as np
 
 from .context import ensure_context
-from .memory import DeviceAllocation
+from .memory import device_address
 
 MAP_BYTES = 128
 _ALIGN = 64
@@ -35,13 +35,14 @@ L2_PROMOTIONS = {None: 0, 0: 0, "none": 0, 64: 1, 128: 2, 256: 3}
 
 
 def _address(base) -> int:
-    if isinstance(base, DeviceAllocation):
-        if base.ptr is None:
-            raise ValueError("TensorMap: base: the DeviceAllocation has been freed")
-        return base.ptr
-    iface = getattr(base, "__cuda_array_interface__", None)
-    if iface is not None:
-        return int(iface["data"][0])
+    """The global address a map describes: device memory as kernel arguments take it
+    (memory.device_address), or an int address."""
+    try:
+        address = device_address(base)
+    except ValueError as e:                        # a freed allocation
+        raise ValueError(f"TensorMap: base: {e}") from None
+    if address is not None:
+        return address
     if isinstance(base, int) and not isinstance(base, bool):
         return base
     raise TypeError(f"TensorMap: base: expected device memory or an address, got {type(base).__name__}")

@@ -30,12 +30,7 @@ def emit_int_or_float_binary(g, ins: Instruction) -> None:
     t = m.one_type(INT_TYPES | FLOAT_TYPES | ({"b16", "b32", "b64"} if op != "mul" else set()))
     size, kind = TYPES[t]
     if kind == "f":
-        rnd = m.take(*ROUND_F) or "rn"
-        ftz = m.take("ftz")
-        sat = m.take("sat")
-        m.done()
-        if t == "f64" and (ftz or sat):
-            raise unsupported(ins, ".ftz/.sat on f64")
+        rnd, ftz, sat = _float_modifiers(ins, m, t)
         x, y = g.read(ins, a, t), g.read(ins, b, t)
         if ftz:
             x, y = f"_flush({x})", f"_flush({y})"
@@ -134,13 +129,20 @@ def emit_fma(g, ins: Instruction) -> None:
     _emit_fma(g, ins, m, t, d, a, b, c, g.guard(ins))
 
 
-def _emit_fma(g, ins, m, t, d, a, b, c, guard):
+def _float_modifiers(ins, m, t: str) -> tuple:
+    """(rounding, .ftz, .sat) of a float add/sub/mul/fma/mad: the last of its modifiers
+    (.rn when none is given); f64 takes neither .ftz nor .sat."""
     rnd = m.take(*ROUND_F) or "rn"
     ftz = m.take("ftz")
     sat = m.take("sat")
     m.done()
     if t == "f64" and (ftz or sat):
         raise unsupported(ins, ".ftz/.sat on f64")
+    return rnd, ftz, sat
+
+
+def _emit_fma(g, ins, m, t, d, a, b, c, guard):
+    rnd, ftz, sat = _float_modifiers(ins, m, t)
     if t == "f32" and rnd == "rn" and not (ftz or sat) and ins.opcode == "fma" \
             and guard is None and isinstance(d, Reg):
         fma32.queue(g, ins, d, a, b, c)        # sgemm's inner loop: one call per run (fma32.py)

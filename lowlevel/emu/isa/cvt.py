@@ -77,12 +77,7 @@ def emit_cvt(g, ins: Instruction) -> None:
             raise unsupported(ins, "directed rounding from 64-bit integers on this platform")
         expr = f"_int_to_float({x}, {mode!r}, {view_name(dt)})"
     elif dkind != "f":                                      # float -> integer
-        if not irnd:
-            raise PtxError(ins.line, f"float->integer cvt needs .rni/.rzi/.rmi/.rpi: {ins.text}")
-        target = view_dtype(dt) if dkind != "b" else numerics.UINT[dsize]
-        expr = f"_float_to_int({x}, {irnd!r}, {g.const(target)})"
-        if dkind == "b":
-            dt = f"u{dsize * 8}"
+        expr, dt = float_to_int(g, ins, x, dt, irnd)
     else:                                                   # float -> float
         if dsize < ssize:                                   # f64 -> f32
             if irnd:
@@ -103,6 +98,18 @@ def emit_cvt(g, ins: Instruction) -> None:
     if sat and dkind == "f":
         expr = f"_satf({expr})"
     g.write(ins, d, expr, dt, guard)
+
+
+def float_to_int(g, ins, x: str, dt: str, irnd):
+    """(expression, written type) of float expression `x` converted to integer type `dt`
+    with integer rounding `irnd` (which the ISA requires); a .bN destination is written as
+    the unsigned integer of its size."""
+    if not irnd:
+        raise PtxError(ins.line, f"float->integer cvt needs .rni/.rzi/.rmi/.rpi: {ins.text}")
+    dsize, dkind = TYPES[dt]
+    target = view_dtype(dt) if dkind != "b" else numerics.UINT[dsize]
+    expr = f"_float_to_int({x}, {irnd!r}, {g.const(target)})"
+    return expr, (f"u{dsize * 8}" if dkind == "b" else dt)
 
 
 # cvt to, from and between .f16/.bf16 (and cvt.rn.{f16x2,bf16x2}.f32 d, a, b)
@@ -179,12 +186,7 @@ def emit_cvt_half(g, ins):
             expr = f"_satf({expr})"
         g.write(ins, d, expr, dt, guard)
         return
-    if not irnd:
-        raise PtxError(ins.line, f"float->integer cvt needs .rni/.rzi/.rmi/.rpi: {ins.text}")
-    target = view_dtype(dt) if dkind != "b" else numerics.UINT[dsize]
-    expr = f"_float_to_int({x}, {irnd!r}, {g.const(target)})"
-    if dkind == "b":
-        dt = f"u{dsize * 8}"
+    expr, dt = float_to_int(g, ins, x, dt, irnd)
     g.write(ins, d, expr, dt, guard)
 
 
