@@ -173,7 +173,9 @@ def test_a_sync_after_every_launch_costs_more_than_one_at_the_end(modelled):
         end = cuda.Event().record(s)
         s.synchronize()
         return start.elapsed_ms(end)
-    assert run(sync_each=True) > run(sync_each=False)
+    # each the least of three: a host stall (a GC pause, the other core busy) lengthens one run
+    # of either kind, since the device cannot start work before it is launched
+    assert min(run(sync_each=True) for _ in range(3)) > min(run(sync_each=False) for _ in range(3))
 
 
 def test_the_high_priority_kernel_finishes_first(modelled):
